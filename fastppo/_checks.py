@@ -1,0 +1,197 @@
+"""Input validation and the one error-message format.
+
+Every public function validates through these helpers, so every error reads
+``"<function>: <argument> must be <expected>, got <actual>"`` (plus the fix when
+it is obvious), and every rule raises before any output is written.
+
+Array-likes are taken without copying when dtype and layout allow: numpy
+arrays as they are, torch CPU tensors through ``Tensor.numpy()`` (a view),
+anything else with ``__array__``, ``__dlpack__`` or the buffer protocol through
+``np.asarray``. A tensor on an accelerator is refused: a silent device-to-host
+copy would hide a large cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import numpy as np
+
+from fastppo.kernels.checks import all_finite_1d
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_FLAG_KINDS = "bu"  # bool, unsigned ints (uint8); floats are checked separately
+
+
+def fail(
+    fn: str, arg: str, expected: str, got: Any, fix: str | None = None, exc: type = ValueError
+) -> NoReturn:
+    """Raise ``exc`` with the house error format."""
+    msg = f"{fn}: {arg} must be {expected}, got {got}"
+    if fix:
+        msg += f"; {fix}"
+    raise exc(msg)
+
+
+def describe(x: Any) -> str:
+    """Short description of a value for an error message."""
+    if isinstance(x, np.ndarray):
+        return f"array(shape={x.shape}, dtype={x.dtype})"
+    return repr(x) if not hasattr(x, "shape") else f"{type(x).__name__}(shape={tuple(x.shape)})"
+
+
+def as_array(fn: str, name: str, x: Any) -> np.ndarray:
+    """View ``x`` as an ndarray without copying when possible."""
+    if isinstance(x, np.ndarray):
+        return x
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        dev = getattr(x, "device", None)
+        if dev is not None and getattr(dev, "type", "cpu") != "cpu":
+            fail(
+                fn,
+                name,
+                "a CPU tensor or array",
+                f"a tensor on device '{dev}'",
+                "move it with .cpu() first (fastppo never copies across devices silently)",
+                TypeError,
+            )
+        if getattr(x, "requires_grad", False):
+            x = x.detach()
+        return x.numpy()  # type: ignore[no-any-return]
+    if hasattr(x, "__cuda_array_interface__"):
+        fail(fn, name, "a CPU array", "a GPU array", "copy it to the host first", TypeError)
+    try:
+        return np.asarray(x)
+    except Exception as e:  # noqa: BLE001 -- re-raised with the house format
+        fail(fn, name, "an array-like", type(x).__name__, exc=TypeError)
+        raise AssertionError from e  # pragma: no cover
+
+
+def float_array(
+    fn: str, name: str, x: Any, ndims: tuple[int, ...] = (1, 2), dtype: np.dtype | None = None
+) -> np.ndarray:
+    """A float32/float64 array of one of ``ndims`` dimensions (no silent casts).
+
+    With ``dtype`` given, the array must have exactly that dtype.
+    """
+    a = as_array(fn, name, x)
+    if a.dtype not in FLOATS:
+        fail(fn, name, "float32 or float64", f"dtype {a.dtype}", _cast_fix(a), TypeError)
+    if dtype is not None and a.dtype != dtype:
+        fail(
+            fn,
+            name,
+            f"{dtype} like the other float inputs",
+            f"dtype {a.dtype}",
+            f"use .astype(np.{dtype})",
+            TypeError,
+        )
+    if a.ndim not in ndims:
+        fail(fn, name, f"{_dims(ndims)}", f"shape {a.shape}")
+    return a
+
+
+def flag_array(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A bool/uint8/float-0-1 flag array of ``shape``, as a uint8 array.
+
+    bool and uint8 are returned as zero-copy uint8 views (nonzero = True);
+    float flags must hold only 0 and 1 and are converted.
+    """
+    a = as_array(fn, name, x)
+    if a.shape != shape:
+        fail(fn, name, f"shape {shape}", f"shape {a.shape}")
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    if a.dtype == np.uint8:
+        return a
+    if a.dtype.kind == "f":
+        bad = (a != 0) & (a != 1)
+        if bad.any():
+            fail(fn, name, "0/1 flags", f"value {a[bad].flat[0]!r}")
+        return (a != 0).view(np.uint8)
+    fail(fn, name, "bool, uint8 or float 0/1", f"dtype {a.dtype}", exc=TypeError)
+
+
+def check_shape(fn: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> None:
+    if a.shape != shape:
+        fail(fn, name, f"shape {shape}", f"shape {a.shape}")
+
+
+def check_range(
+    fn: str, name: str, value: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
+) -> float:
+    """A real scalar in the interval from ``lo`` to ``hi``; returns it as float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        fail(fn, name, "a real number", repr(value), exc=TypeError)
+    v = float(value)
+    ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok or v != v:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        hi_s = "inf" if hi == float("inf") else f"{hi:g}"
+        fail(fn, name, f"in {left}{lo:g}, {hi_s}{right}", f"{value!r}")
+    return v
+
+
+def check_positive(fn: str, name: str, value: Any) -> float:
+    return check_range(fn, name, value, 0.0, float("inf"), lo_open=True)
+
+
+def check_finite(fn: str, name: str, a: np.ndarray) -> None:
+    """Raise ``ValueError`` if ``a`` holds a NaN or +-inf (one fused pass, no temporaries)."""
+    if a.size == 0:
+        return
+    flat = a.reshape(-1) if a.flags.c_contiguous else np.ravel(a)
+    if not all_finite_1d(flat):
+        bad = np.argwhere(~np.isfinite(a))[0]
+        idx = tuple(int(i) for i in bad)
+        where = idx[0] if len(idx) == 1 else idx
+        fail(fn, name, "finite", f"{a[tuple(bad)]!r} at index {where}")
+
+
+def check_out(
+    fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray:
+    """A writeable output buffer of exactly ``shape`` and ``dtype``."""
+    o = as_array(fn, name, out)
+    if o.dtype != dtype:
+        fail(fn, name, f"dtype {dtype}", f"dtype {o.dtype}", exc=TypeError)
+    if o.shape != shape:
+        fail(fn, name, f"shape {shape}", f"shape {o.shape}")
+    if not o.flags.writeable:
+        fail(fn, name, "writeable", "a read-only array")
+    return o
+
+
+def check_out_pair(
+    fn: str, out: Any, shape: tuple[int, ...], dtypes: tuple[np.dtype, np.dtype], names: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate ``out=(first, second)``; the two must not overlap each other."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        fail(fn, "out", f"a tuple ({names[0]}, {names[1]}) of two arrays", describe(out), exc=TypeError)
+    a = check_out(fn, f"out[0] ({names[0]})", out[0], shape, dtypes[0])
+    b = check_out(fn, f"out[1] ({names[1]})", out[1], shape, dtypes[1])
+    if np.may_share_memory(a, b):
+        fail(fn, "out", "two non-overlapping arrays", "arrays that share memory")
+    return a, b
+
+
+def check_no_overlap(fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, np.ndarray]) -> None:
+    """Outputs must not alias inputs: the kernels never modify their inputs."""
+    for o in outs:
+        for name, a in inputs.items():
+            if a is not None and np.may_share_memory(o, a):
+                fail(fn, "out", f"not to overlap the input {name!r}", "a buffer that shares memory")
+
+
+def _dims(ndims: tuple[int, ...]) -> str:
+    return " or ".join(f"{d}-D" for d in ndims)
+
+
+def _cast_fix(a: np.ndarray) -> str | None:
+    if a.dtype.kind in "iub":
+        return "use .astype(np.float32)"
+    if a.dtype == np.float16:
+        return "use .astype(np.float32)"
+    return None

@@ -1,0 +1,95 @@
+"""The one place where Numba options are set.
+
+Every kernel in ``fastppo.kernels`` is compiled through these helpers, so the
+whole package shares one policy:
+
+* ``nopython=True`` -- no object-mode fallback, ever;
+* ``nogil=True`` -- kernels release the GIL, so Python threads overlap;
+* ``cache=True`` -- compiled code is written next to the source (or to
+  ``NUMBA_CACHE_DIR``) and a second process starts warm;
+* ``fastmath`` off by default. A kernel that opts in passes ``FASTMATH_SAFE``,
+  which keeps IEEE NaN/inf semantics (no ``nnan``/``ninf``): inputs are
+  validated for finiteness, but masks use ``-inf`` on purpose;
+* ``boundscheck`` is not set here, so ``NUMBA_BOUNDSCHECK=1`` in the
+  environment turns it on for a CI pass.
+
+A bare ``numba.njit`` anywhere else in the package is a defect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numba
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Reassociation and contraction are allowed where a kernel says why; the flags
+# that assume no NaN/inf are never used, since -inf logits mean "masked".
+FASTMATH_SAFE = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
+
+_BASE: dict[str, Any] = {"nopython": True, "nogil": True, "cache": True}
+
+
+def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
+    """Compile ``fn`` as a serial, GIL-free, cached kernel.
+
+    Usable as ``@kernel`` or ``@kernel(fastmath=FASTMATH_SAFE)``.
+    """
+
+    def wrap(f: F) -> F:
+        opts = dict(_BASE, fastmath=_fm(fastmath))
+        return numba.njit(**opts)(f)  # type: ignore[no-any-return]
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def inline(fn: F) -> F:
+    """Compile a small helper that kernels call; LLVM inlines it."""
+    return numba.njit(nopython=True, nogil=True, cache=True, inline="always")(fn)  # type: ignore[no-any-return]
+
+
+def kernel_pair(
+    fn: F | None = None, *, fastmath: bool | frozenset[str] = False
+) -> Any:
+    """Compile ``fn`` twice: serial and ``parallel=True``.
+
+    ``fn`` uses ``numba.prange`` over an independent axis; in the serial build
+    ``prange`` is a plain ``range``. Both builds run the same per-element
+    arithmetic in the same order along the dependent axis, so their results are
+    bit-identical; the public layer picks one by input size, because starting a
+    parallel region costs microseconds.
+
+    Returns ``(serial, parallel)``.
+    """
+
+    def wrap(f: F) -> tuple[F, F]:
+        opts = dict(_BASE, fastmath=_fm(fastmath))
+        serial = numba.njit(**opts)(f)
+        parallel = numba.njit(parallel=True, **opts)(f)
+        return serial, parallel
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _fm(fastmath: bool | frozenset[str]) -> bool | set[str]:
+    if fastmath is True:
+        # Plain True would include nnan/ninf; refuse to hand that out.
+        return set(FASTMATH_SAFE)
+    if fastmath is False:
+        return False
+    bad = set(fastmath) & {"nnan", "ninf", "fast"}
+    if bad:
+        raise ValueError(f"_jit: fastmath flags {sorted(bad)} break NaN/inf semantics")
+    return set(fastmath)
+
+
+def num_threads() -> int:
+    """Number of threads Numba's parallel kernels use."""
+    return int(numba.get_num_threads())
+
+
+# Below this many elements a kernel runs its serial build: opening a parallel
+# region costs a few microseconds, which a small sweep cannot win back.
+PARALLEL_MIN_ELEMENTS = 1 << 16
