@@ -1,0 +1,1 @@
+"""Benchmark runner behind `fastppo bench` and the suites bench/ reuses."""

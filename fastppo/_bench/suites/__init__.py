@@ -1,0 +1,1 @@
+"""Benchmark suites: each module defines groups(quick, full) -> list[Group]."""
