@@ -6,9 +6,10 @@ it is obvious), and every rule raises before any output is written.
 
 Array-likes are taken without copying when dtype and layout allow: numpy
 arrays as they are, torch CPU tensors through ``Tensor.numpy()`` (a view),
-anything else with ``__array__``, ``__dlpack__`` or the buffer protocol through
-``np.asarray``. A tensor on an accelerator is refused: a silent device-to-host
-copy would hide a large cost.
+objects with ``__dlpack__`` on the CPU through ``np.from_dlpack`` (a view),
+anything else with ``__array__`` or the buffer protocol through ``np.asarray``.
+A tensor on an accelerator is refused: a silent device-to-host copy would hide
+a large cost.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastppo.kernels.checks import all_finite_1d
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAG_KINDS = "bu"  # bool, unsigned ints (uint8); floats are checked separately
+_DLPACK_CPU = 1  # DLDeviceType kDLCPU
 
 
 def fail(
@@ -58,12 +60,40 @@ def as_array(fn: str, name: str, x: Any) -> np.ndarray:
             )
         if getattr(x, "requires_grad", False):
             x = x.detach()
-        return x.numpy()  # type: ignore[no-any-return]
+        try:
+            return x.numpy()  # type: ignore[no-any-return]
+        except (TypeError, RuntimeError):
+            # e.g. bfloat16, which numpy cannot view; say so in the house format
+            fail(
+                fn,
+                name,
+                "a tensor numpy can view",
+                f"dtype {x.dtype}",
+                "convert it with .float() first",
+                TypeError,
+            )
     if hasattr(x, "__cuda_array_interface__"):
         fail(fn, name, "a CPU array", "a GPU array", "copy it to the host first", TypeError)
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        # np.asarray ignores __dlpack__ (and jax/cupy-style __array__ would copy
+        # across devices); DLPack gives a zero-copy view of host memory.
+        dev = x.__dlpack_device__()
+        if int(dev[0]) != _DLPACK_CPU:
+            fail(
+                fn,
+                name,
+                "a CPU array",
+                f"a DLPack array on device {tuple(dev)}",
+                "copy it to the host first",
+                TypeError,
+            )
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, ValueError, RuntimeError, BufferError):
+            pass  # e.g. a dtype numpy lacks: np.asarray below decides
     try:
         return np.asarray(x)
-    except Exception as e:  # noqa: BLE001 -- re-raised with the house format
+    except Exception as e:
         fail(fn, name, "an array-like", type(x).__name__, exc=TypeError)
         raise AssertionError from e  # pragma: no cover
 
@@ -119,9 +149,17 @@ def check_shape(fn: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> No
 
 
 def check_range(
-    fn: str, name: str, value: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
+    fn: str,
+    name: str,
+    value: Any,
+    lo: float,
+    hi: float,
+    lo_open: bool = False,
+    hi_open: bool = False,
 ) -> float:
     """A real scalar in the interval from ``lo`` to ``hi``; returns it as float."""
+    if type(value) is float and lo < value < hi:  # fast path for the common case
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         fail(fn, name, "a real number", repr(value), exc=TypeError)
     v = float(value)
@@ -150,9 +188,7 @@ def check_finite(fn: str, name: str, a: np.ndarray) -> None:
         fail(fn, name, "finite", f"{a[tuple(bad)]!r} at index {where}")
 
 
-def check_out(
-    fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dtype
-) -> np.ndarray:
+def check_out(fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A writeable output buffer of exactly ``shape`` and ``dtype``."""
     o = as_array(fn, name, out)
     if o.dtype != dtype:
@@ -165,11 +201,21 @@ def check_out(
 
 
 def check_out_pair(
-    fn: str, out: Any, shape: tuple[int, ...], dtypes: tuple[np.dtype, np.dtype], names: tuple[str, str]
+    fn: str,
+    out: Any,
+    shape: tuple[int, ...],
+    dtypes: tuple[np.dtype, np.dtype],
+    names: tuple[str, str],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate ``out=(first, second)``; the two must not overlap each other."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        fail(fn, "out", f"a tuple ({names[0]}, {names[1]}) of two arrays", describe(out), exc=TypeError)
+        fail(
+            fn,
+            "out",
+            f"a tuple ({names[0]}, {names[1]}) of two arrays",
+            describe(out),
+            exc=TypeError,
+        )
     a = check_out(fn, f"out[0] ({names[0]})", out[0], shape, dtypes[0])
     b = check_out(fn, f"out[1] ({names[1]})", out[1], shape, dtypes[1])
     if np.may_share_memory(a, b):

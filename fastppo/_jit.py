@@ -29,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # that assume no NaN/inf are never used, since -inf logits mean "masked".
 FASTMATH_SAFE = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 
-_BASE: dict[str, Any] = {"nopython": True, "nogil": True, "cache": True}
+_BASE: dict[str, Any] = {"nogil": True, "cache": True}  # njit implies nopython
 
 
 def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
@@ -47,12 +47,10 @@ def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> A
 
 def inline(fn: F) -> F:
     """Compile a small helper that kernels call; LLVM inlines it."""
-    return numba.njit(nopython=True, nogil=True, cache=True, inline="always")(fn)  # type: ignore[no-any-return]
+    return numba.njit(nogil=True, cache=True, inline="always")(fn)  # type: ignore[no-any-return]
 
 
-def kernel_pair(
-    fn: F | None = None, *, fastmath: bool | frozenset[str] = False
-) -> Any:
+def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
     """Compile ``fn`` twice: serial and ``parallel=True``.
 
     ``fn`` uses ``numba.prange`` over an independent axis; in the serial build

@@ -14,15 +14,26 @@ from collections.abc import Sequence
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark the kernels against numpy and installed peers")
-    p.add_argument("--quick", action="store_true", help="small, fast subset (under 60 s)")
-    p.add_argument("--full", action="store_true", help="every size and every installed peer")
-    p.add_argument("--out", default="bench_out", help="directory for JSON and PNG (default: bench_out)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small, fast subset (under 60 s)")
+    size.add_argument("--full", action="store_true", help="every size and every installed peer")
+    p.add_argument(
+        "--out", default="bench_out", help="directory for JSON and PNG (default: bench_out)"
+    )
     p.add_argument("--only", default=None, help="run only groups whose name contains this text")
+    p.add_argument(
+        "--no-startup",
+        dest="startup",
+        action="store_false",
+        help="skip the import / first-call / warmup() latency measurement (2 fresh processes)",
+    )
 
     def run(ns: argparse.Namespace) -> int:
         from fastppo._bench.runner import main as bench_main
 
-        return bench_main(quick=ns.quick, full=ns.full, out=ns.out, only=ns.only)
+        return bench_main(
+            quick=ns.quick, full=ns.full, out=ns.out, only=ns.only, startup=ns.startup
+        )
 
     p.set_defaults(func=run)
 

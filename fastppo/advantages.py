@@ -1,0 +1,494 @@
+"""Advantage estimators: GAE, V-trace, discounted returns (the public layer).
+
+Conventions (API.md): arrays are time-major ``[T, N]``; a 1-D ``[T]`` input is
+one env and gives 1-D outputs. At step ``t`` the agent sees ``obs[t]``, takes
+``actions[t]`` and receives ``rewards[t]``, ``terminated[t]`` and
+``truncated[t]`` from that same ``env.step``; ``values[t] = V(obs[t])`` and
+``last_values = V(obs[T])``.
+
+The value bootstrapped at step ``t``:
+
+* ``terminated[t]``: 0, and the lambda-trace is cut;
+* ``truncated[t]`` (not terminated): the value of the true final observation,
+  and the trace is cut -- ``final_values[t]`` when given (same-step autoreset),
+  else ``values[t+1]`` (``last_values`` at ``t = T-1``), which is right under
+  gymnasium's default next-step autoreset where row ``t+1`` holds the final obs;
+* ``valid[t] == False`` (next-step autoreset's reset row): no transition; its
+  advantage is 0, its return is ``values[t]`` and the trace is cut there;
+* otherwise ``values[t+1]`` (``last_values`` at ``t = T-1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastppo import _checks as C
+from fastppo._jit import PARALLEL_MIN_ELEMENTS, num_threads
+from fastppo.kernels import advantages as K
+
+__all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
+
+ArrayLike = Any
+
+_DUMMY_FLAGS = np.zeros((1, 1), np.uint8)
+_DUMMY_FLOAT = {
+    np.dtype(np.float32): np.zeros((1, 1), np.float32),
+    np.dtype(np.float64): np.zeros((1, 1), np.float64),
+}
+_STATUS_NAMES = {
+    K.BAD_REWARDS: "rewards",
+    K.BAD_VALUES: "values",
+    K.BAD_LAST_VALUES: "last_values",
+    K.BAD_FINAL_VALUES: "final_values",
+    K.BAD_BEHAVIOR_LOGP: "behavior_logp",
+    K.BAD_TARGET_LOGP: "target_logp",
+}
+# Parallel blocks are whole multiples of this many envs, so each thread's inner
+# loop covers full SIMD vectors and full cache lines.
+_BLOCK_ALIGN = 16
+
+
+class _Sweep:
+    """Validated, kernel-ready inputs shared by the three sweeps."""
+
+    __slots__ = (
+        "dt",
+        "fv",
+        "has_final",
+        "has_trunc",
+        "has_valid",
+        "last",
+        "one_d",
+        "r",
+        "shape",
+        "term",
+        "trunc",
+        "valid",
+    )
+
+    def __init__(
+        self,
+        fn: str,
+        rewards: ArrayLike,
+        last_values: ArrayLike,
+        terminated: ArrayLike,
+        truncated: ArrayLike,
+        final_values: ArrayLike,
+        valid: ArrayLike,
+    ) -> None:
+        r = C.float_array(fn, "rewards", rewards)
+        self.dt = dt = r.dtype
+        self.one_d = r.ndim == 1
+        self.shape = r.shape
+        self.r = _as_2d(r)
+        T, N = self.r.shape
+        if T == 0 or N == 0:
+            C.fail(fn, "rewards", "non-empty", f"shape {r.shape}")
+        self.last = _last_values(fn, last_values, self.one_d, N, dt)
+        self.term = _as_2d(C.flag_array(fn, "terminated", terminated, r.shape))
+        self.has_trunc = truncated is not None
+        self.trunc = (
+            _as_2d(C.flag_array(fn, "truncated", truncated, r.shape))
+            if self.has_trunc
+            else _DUMMY_FLAGS
+        )
+        self.has_valid = valid is not None
+        self.valid = (
+            _as_2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else _DUMMY_FLAGS
+        )
+        self.has_final = final_values is not None
+        if self.has_final:
+            fv = C.float_array(fn, "final_values", final_values, dtype=dt)
+            C.check_shape(fn, "final_values", fv, r.shape)
+            self.fv = _as_2d(fv)
+        else:
+            self.fv = _DUMMY_FLOAT[dt]
+
+    def check_bootstrap(self, fn: str, need_final: bool = False) -> None:
+        """Truncated steps need a defined bootstrap (API.md's ambiguity rule).
+
+        Final values' finiteness (where they are read) is checked in the kernel.
+        """
+        if not self.has_trunc or self.has_final or (self.has_valid and not need_final):
+            return
+        # Only truncations that are not also terminations bootstrap.
+        if not ((self.trunc != 0) & (self.term == 0)).any():
+            return
+        if need_final:
+            C.fail(
+                fn,
+                "final_values",
+                "given when truncated has a True",
+                "None",
+                "discounted_returns has no values to bootstrap a truncated "
+                "episode from; pass final_values = V(final obs)",
+            )
+        C.fail(
+            fn,
+            "final_values or valid",
+            "given when truncated has a True",
+            "neither",
+            "pass final_values (same-step autoreset: V(info['final_obs'])) or valid "
+            "(next-step autoreset: fastppo.next_step_valid(terminated, truncated)); "
+            "without one the bootstrap is ambiguous",
+        )
+
+    def raise_status(self, fn: str, code: int, arrays: dict[str, np.ndarray]) -> None:
+        """Turn a kernel's status code into the house ValueError (slow path)."""
+        if code == K.OK:
+            return
+        name = _STATUS_NAMES[code]
+        a = arrays[name]
+        if name == "final_values":
+            a = np.where((self.trunc != 0) & (self.term == 0), a, 0)
+        bad = np.argwhere(~np.isfinite(a))[0]
+        idx = tuple(int(i) for i in bad)
+        if self.one_d and name != "last_values":
+            idx = idx[:1]
+        where = idx[0] if len(idx) == 1 else idx
+        C.fail(
+            fn,
+            name if name != "final_values" else "final_values (at truncated steps)",
+            "finite",
+            f"{a[tuple(bad)]!r} at index {where}",
+        )
+
+    def block(self) -> tuple[bool, int]:
+        """(parallel?, envs per block)."""
+        T, N = self.r.shape
+        if T * N < PARALLEL_MIN_ELEMENTS or N < 2 * _BLOCK_ALIGN:
+            return False, N
+        per = -(-N // num_threads())
+        per = -(-per // _BLOCK_ALIGN) * _BLOCK_ALIGN
+        return True, per
+
+    def outputs(self, fn: str, out: Any, names: tuple[str, ...], inputs: dict[str, Any]):
+        shape, dt = self.shape, self.dt
+        if out is None:
+            return tuple(np.empty(shape, dt) for _ in names)
+        if len(names) == 1:
+            o = C.check_out(fn, "out", out, shape, dt)
+            outs: tuple[np.ndarray, ...] = (o,)
+        else:
+            outs = C.check_out_pair(fn, out, shape, (dt, dt), (names[0], names[1]))
+        C.check_no_overlap(fn, outs, inputs)
+        return outs
+
+
+def _as_2d(a: np.ndarray) -> np.ndarray:
+    """[T] -> [T, 1] view; C-contiguous (copying only when it must)."""
+    if a.ndim == 1:
+        a = a.reshape(a.shape[0], 1)
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _last_values(fn: str, x: ArrayLike, one_d: bool, n: int, dt: np.dtype) -> np.ndarray:
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        if not one_d:
+            C.fail(fn, "last_values", f"an array of shape ({n},) for 2-D rewards", repr(x))
+        return np.full(1, x, dt)
+    a = C.float_array(fn, "last_values", x, ndims=(0, 1), dtype=dt)
+    a = a.reshape(-1)
+    if a.shape != (n,):
+        want = "a scalar or shape (1,)" if one_d else f"shape ({n},)"
+        C.fail(fn, "last_values", want, f"shape {np.shape(x)}")
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _gamma_lambda(fn: str, gamma: float, lam: float, lam_name: str) -> tuple[float, float]:
+    return C.check_range(fn, "gamma", gamma, 0.0, 1.0), C.check_range(fn, lam_name, lam, 0.0, 1.0)
+
+
+def gae(
+    rewards: ArrayLike,
+    values: ArrayLike,
+    last_values: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike = None,
+    *,
+    final_values: ArrayLike = None,
+    valid: ArrayLike = None,
+    gamma: float = 0.99,
+    gae_lambda: float = 0.95,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized Advantage Estimation with terminated/truncated handling.
+
+    Parameters
+    ----------
+    rewards : float32 or float64, [T, N] or [T]
+    values : same dtype and shape as ``rewards``; ``values[t] = V(obs[t])``.
+    last_values : [N] (or scalar / [1] for 1-D input), ``V(obs[T])``.
+    terminated : bool, uint8 or float 0/1, like ``rewards``.
+    truncated : same, optional.
+    final_values : like ``values``, optional. ``V`` of the true final observation,
+        read only where ``truncated`` and not ``terminated`` (same-step autoreset).
+    valid : flags like ``terminated``, optional. False marks next-step
+        autoreset's reset rows (see :func:`next_step_valid`).
+    gamma, gae_lambda : float in [0, 1].
+    out : (advantages, returns), optional preallocated outputs (no allocation).
+
+    Returns
+    -------
+    advantages, returns : arrays of ``rewards``' dtype and shape;
+        ``returns = advantages + values``.
+
+    Notes
+    -----
+    ``delta_t = r_t + gamma * nv_t - V_t`` and
+    ``A_t = delta_t + gamma * lambda * (1 - cut_t) * A_{t+1}``, where ``nv_t`` and
+    ``cut_t`` follow the module's bootstrap rules. Raises ``ValueError`` when
+    ``truncated`` has a True and neither ``final_values`` nor ``valid`` is given.
+
+    References
+    ----------
+    Schulman et al., "High-Dimensional Continuous Control Using Generalized
+    Advantage Estimation", arXiv:1506.02438.
+    """
+    fn = "gae"
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    v = C.float_array(fn, "values", values, dtype=s.dt)
+    C.check_shape(fn, "values", v, s.shape)
+    g, lam = _gamma_lambda(fn, gamma, gae_lambda, "gae_lambda")
+    s.check_bootstrap(fn)
+    v2 = _as_2d(v)
+    adv, ret = s.outputs(
+        fn, out, ("advantages", "returns"), {"rewards": s.r, "values": v2, "last_values": s.last}
+    )
+    par, block = s.block()
+    kern = K.gae_kernel[1] if par else K.gae_kernel[0]
+    t = s.dt.type
+    code = kern(
+        s.r,
+        v2,
+        s.last,
+        s.term,
+        s.trunc,
+        s.fv,
+        s.valid,
+        s.has_trunc,
+        s.has_final,
+        s.has_valid,
+        t(g),
+        t(g * lam),
+        block,
+        _as_2d_out(adv),
+        _as_2d_out(ret),
+    )
+    if code:
+        s.raise_status(
+            fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
+        )
+    return adv, ret
+
+
+def vtrace(
+    behavior_logp: ArrayLike,
+    target_logp: ArrayLike,
+    rewards: ArrayLike,
+    values: ArrayLike,
+    last_values: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike = None,
+    *,
+    final_values: ArrayLike = None,
+    valid: ArrayLike = None,
+    gamma: float = 0.99,
+    lam: float = 1.0,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    pg_rho_bar: float = 1.0,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace off-policy value targets and policy-gradient advantages.
+
+    Parameters
+    ----------
+    behavior_logp, target_logp : float32 or float64 (either width, whatever the
+        values' width), like ``rewards``. Log-probs of the taken actions under the
+        behaviour (actor) and target (learner) policies.
+    rewards, values, last_values, terminated, truncated, final_values, valid :
+        as in :func:`gae`.
+    gamma, lam : float in [0, 1]. ``lam`` scales the traces.
+    rho_bar, c_bar, pg_rho_bar : float > 0 (inf allowed). Clipping thresholds.
+    out : (vs, pg_advantages), optional preallocated outputs.
+
+    Returns
+    -------
+    vs, pg_advantages : arrays of ``rewards``' dtype and shape.
+
+    Notes
+    -----
+    ``rho_t = exp(target_logp_t - behavior_logp_t)``,
+    ``delta_t = min(rho_bar, rho_t) * (r_t + gamma * nv_t - V_t)``,
+    ``vs_t - V_t = delta_t + gamma * c_t * (vs_{t+1} - V_{t+1})`` with
+    ``c_t = lam * min(c_bar, rho_t)`` (cut like GAE),
+    ``pg_t = min(pg_rho_bar, rho_t) * (r_t + gamma * next_vs_t - V_t)``, where
+    ``next_vs_t`` is ``vs_{t+1}`` inside an episode and the bootstrap value at a
+    boundary. On-policy (rho = 1, c_bar >= 1, rho_bar >= 1),
+    ``vs - values == gae(..., gae_lambda=lam)[0]`` up to rounding. Equals rlax
+    for ``c_bar = 1`` and ``lam = 1``.
+
+    References
+    ----------
+    Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance
+    Weighted Actor-Learner Architectures", arXiv:1802.01561.
+    """
+    fn = "vtrace"
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    v = C.float_array(fn, "values", values, dtype=s.dt)
+    C.check_shape(fn, "values", v, s.shape)
+    v2 = _as_2d(v)
+    # Log-probs must be finite (checked in the kernel): -inf would mean the
+    # behaviour policy took an impossible action; NaN never is a probability.
+    logps = {}
+    for name, x in (("behavior_logp", behavior_logp), ("target_logp", target_logp)):
+        a = C.float_array(fn, name, x)
+        C.check_shape(fn, name, a, s.shape)
+        logps[name] = _as_2d(a)
+    g, lam_ = _gamma_lambda(fn, gamma, lam, "lam")
+    rb = C.check_positive(fn, "rho_bar", rho_bar)
+    cb = C.check_positive(fn, "c_bar", c_bar)
+    pb = C.check_positive(fn, "pg_rho_bar", pg_rho_bar)
+    s.check_bootstrap(fn)
+    arrays = {"rewards": s.r, "values": v2, "last_values": s.last, **logps}
+    vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays)
+    par, block = s.block()
+    kern = K.vtrace_kernel[1] if par else K.vtrace_kernel[0]
+    code = kern(
+        logps["behavior_logp"],
+        logps["target_logp"],
+        s.r,
+        v2,
+        s.last,
+        s.term,
+        s.trunc,
+        s.fv,
+        s.valid,
+        s.has_trunc,
+        s.has_final,
+        s.has_valid,
+        s.dt.type(g),
+        lam_,
+        rb,
+        cb,
+        pb,
+        block,
+        _as_2d_out(vs),
+        _as_2d_out(pg),
+    )
+    if code:
+        s.raise_status(fn, code, {**arrays, "final_values": s.fv})
+    return vs, pg
+
+
+def discounted_returns(
+    rewards: ArrayLike,
+    last_values: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike = None,
+    *,
+    final_values: ArrayLike = None,
+    valid: ArrayLike = None,
+    gamma: float = 0.99,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Bootstrapped discounted returns ``G_t = r_t + gamma * G_{t+1}``.
+
+    Parameters are as in :func:`gae` (there are no ``values``). The sum is cut
+    at episode ends: 0 after ``terminated``, ``final_values[t]`` after
+    ``truncated`` (required then: there is nothing else to bootstrap from),
+    ``last_values`` after the last step. Invalid rows get 0 and cut the sum.
+
+    Notes
+    -----
+    Equals ``gae(..., gae_lambda=1) advantages + values`` whatever the values
+    (the value terms telescope); this is the Monte-Carlo target of PPO's value
+    loss when lambda = 1.
+    """
+    fn = "discounted_returns"
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)
+    s.check_bootstrap(fn, need_final=True)
+    (ret,) = s.outputs(fn, out, ("returns",), {"rewards": s.r, "last_values": s.last})
+    par, block = s.block()
+    kern = K.discounted_returns_kernel[1] if par else K.discounted_returns_kernel[0]
+    code = kern(
+        s.r,
+        s.last,
+        s.term,
+        s.trunc,
+        s.fv,
+        s.valid,
+        s.has_trunc,
+        s.has_final,
+        s.has_valid,
+        s.dt.type(g),
+        block,
+        _as_2d_out(ret),
+    )
+    if code:
+        s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
+    return ret
+
+
+def next_step_valid(
+    terminated: ArrayLike, truncated: ArrayLike, prev_done: ArrayLike = None
+) -> np.ndarray:
+    """The ``valid`` mask for gymnasium's default next-step autoreset.
+
+    Under ``AutoresetMode.NEXT_STEP`` the ``env.step`` after an episode ends
+    only resets that env: its action is ignored, its reward is 0, and the row it
+    produces is no transition. Row ``t`` is therefore invalid when step ``t-1``
+    ended an episode; ``prev_done`` ([N] or scalar flags) carries the last row of
+    the previous rollout into row 0.
+
+    Returns
+    -------
+    valid : bool array of ``terminated``'s shape.
+    """
+    fn = "next_step_valid"
+    te = C.as_array(fn, "terminated", terminated)
+    if te.ndim not in (1, 2):
+        C.fail(fn, "terminated", "1-D or 2-D", f"shape {te.shape}")
+    term = C.flag_array(fn, "terminated", te, te.shape)
+    trunc = C.flag_array(fn, "truncated", truncated, te.shape)
+    valid = np.empty(te.shape, bool)
+    valid[0] = True
+    if prev_done is not None:
+        pd = C.as_array(fn, "prev_done", prev_done)
+        want = te.shape[1:]
+        if te.ndim == 1 and pd.shape == (1,):
+            pd = pd.reshape(())
+        valid[0] = C.flag_array(fn, "prev_done", pd, want) == 0
+    np.logical_not(np.logical_or(term[:-1], trunc[:-1]), out=valid[1:])
+    return valid
+
+
+def _as_2d_out(a: np.ndarray) -> np.ndarray:
+    """2-D view of an output buffer; never a copy (writes must land in ``a``)."""
+    return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
+
+
+def _warmup() -> None:
+    """Compile the serial and parallel builds for float32 and float64."""
+    rng = np.random.default_rng(0)
+    n_par = 4 * _BLOCK_ALIGN
+    for dt in (np.float32, np.float64):
+        for T, N in ((4, 3), (PARALLEL_MIN_ELEMENTS // n_par, n_par)):
+            r = rng.standard_normal((T, N)).astype(dt)
+            v = rng.standard_normal((T, N)).astype(dt)
+            term = rng.random((T, N)) < 0.05
+            trunc = rng.random((T, N)) < 0.05
+            lv = v[0].copy()
+            valid = next_step_valid(term, trunc)
+            gae(r, v, lv, term)
+            gae(r, v, lv, term, trunc, valid=valid)
+            gae(r, v, lv, term, trunc, final_values=v)
+            vtrace(v, v, r, v, lv, term)
+            vtrace(v, v, r, v, lv, term, trunc, valid=valid)
+            vtrace(v, v, r, v, lv, term, trunc, final_values=v)
+            discounted_returns(r, lv, term)
+            discounted_returns(r, lv, term, trunc, final_values=v, valid=valid)
