@@ -1,0 +1,547 @@
+"""GAE, V-trace and discounted returns against hand-worked cases, the reference and identities."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import fastppo
+import fastppo.advantages as adv_mod
+from fastppo.reference import advantages as R
+
+DTYPES = [np.float32, np.float64]
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def make(rng, T, N, dt=np.float64, p_term=0.1, p_trunc=0.1):
+    r = rng.standard_normal((T, N)).astype(dt)
+    v = rng.standard_normal((T, N)).astype(dt)
+    lv = rng.standard_normal(N).astype(dt)
+    te = rng.random((T, N)) < p_term
+    tr = (rng.random((T, N)) < p_trunc) & ~te
+    fv = rng.standard_normal((T, N)).astype(dt)
+    return r, v, lv, te, tr, fv
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def mode(request, monkeypatch):
+    """Run each test through the serial build and, forced, the parallel build."""
+    if request.param == "parallel":
+        monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
+        monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", 1)
+    return request.param
+
+
+# ---------------------------------------------------------------- hand-worked
+
+
+def test_gae_hand_worked():
+    # T=3, one env, gamma=0.5, lambda=0.5; terminated at t=1, so t=2 starts a
+    # new episode bootstrapping last_value=4.
+    r = np.array([1.0, 2.0, 3.0])
+    v = np.array([0.5, 1.0, 2.0])
+    te = np.array([False, True, False])
+    adv, ret = fastppo.gae(r, v, 4.0, te, gamma=0.5, gae_lambda=0.5)
+    d2 = 3.0 + 0.5 * 4.0 - 2.0  # 3
+    d1 = 2.0 + 0.0 - 1.0  # 1 (terminated: no bootstrap)
+    d0 = 1.0 + 0.5 * 1.0 - 0.5  # 1
+    a1 = d1  # trace cut at t=1
+    a0 = d0 + 0.25 * a1
+    np.testing.assert_allclose(adv, [a0, a1, d2])
+    np.testing.assert_allclose(ret, [a0 + 0.5, a1 + 1.0, d2 + 2.0])
+
+
+def test_gae_hand_worked_truncation_and_valid():
+    # next-step autoreset: step 0 truncates, row 1 is the reset row (holds
+    # V(final obs) = 10), rows 2.. a new episode.
+    r = np.array([1.0, 0.0, 2.0])
+    v = np.array([3.0, 10.0, 1.0])
+    te = np.zeros(3, bool)
+    tr = np.array([True, False, False])
+    valid = np.array([True, False, True])
+    adv, ret = fastppo.gae(r, v, 5.0, te, tr, valid=valid, gamma=0.9, gae_lambda=0.8)
+    a2 = 2.0 + 0.9 * 5.0 - 1.0
+    a0 = 1.0 + 0.9 * 10.0 - 3.0  # bootstraps the final obs, trace cut
+    np.testing.assert_allclose(adv, [a0, 0.0, a2])
+    np.testing.assert_allclose(ret, [a0 + 3.0, 10.0, a2 + 1.0])
+
+
+def test_vtrace_hand_worked():
+    # T=2, one env, gamma=0.5, rho_0 = 2 (clipped to 1 / 1.5), rho_1 = 0.5.
+    r = np.array([1.0, 2.0])
+    v = np.array([1.0, 1.0])
+    blp = np.log([0.25, 0.5])
+    tlp = np.log([0.5, 0.25])
+    vs, pg = fastppo.vtrace(
+        blp,
+        tlp,
+        r,
+        v,
+        2.0,
+        np.zeros(2, bool),
+        gamma=0.5,
+        rho_bar=1.0,
+        c_bar=1.0,
+        pg_rho_bar=1.5,
+    )
+    d1 = 0.5 * (2.0 + 0.5 * 2.0 - 1.0)  # rho_1 = 0.5
+    vs1 = 1.0 + d1
+    d0 = 1.0 * (1.0 + 0.5 * 1.0 - 1.0)
+    vs0 = 1.0 + d0 + 0.5 * 1.0 * (vs1 - 1.0)  # c_0 = min(1, 2) = 1
+    pg1 = 0.5 * (2.0 + 0.5 * 2.0 - 1.0)
+    pg0 = 1.5 * (1.0 + 0.5 * vs1 - 1.0)
+    np.testing.assert_allclose(vs, [vs0, vs1])
+    np.testing.assert_allclose(pg, [pg0, pg1])
+
+
+def test_discounted_returns_hand_worked():
+    r = np.array([1.0, 1.0, 1.0, 1.0])
+    te = np.array([False, True, False, False])
+    tr = np.array([False, False, True, False])
+    fv = np.array([0.0, 0.0, 8.0, 0.0])
+    g = fastppo.discounted_returns(r, 2.0, te, tr, final_values=fv, gamma=0.5)
+    np.testing.assert_allclose(g, [1.5, 1.0, 5.0, 2.0])
+
+
+# ---------------------------------------------------------------- reference
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("T,N", [(1, 1), (1, 5), (7, 1), (33, 40), (200, 3)])
+@pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])
+def test_against_reference(mode, dt, T, N, variant):
+    rng = np.random.default_rng(T * 1000 + N)
+    r, v, lv, te, tr, fv = make(rng, T, N, dt)
+    kw: dict = {}
+    if variant != "plain":
+        kw["truncated"] = tr
+    if "valid" in variant:
+        kw["valid"] = fastppo.next_step_valid(te, tr, prev_done=rng.random(N) < 0.3)
+    if "final" in variant:
+        kw["final_values"] = fv
+    g, lam = 0.97, 0.9
+    a, ret = fastppo.gae(r, v, lv, te, gamma=g, gae_lambda=lam, **kw)
+    a_ref, ret_ref = R.gae(r, v, lv, te, gamma=g, gae_lambda=lam, **kw)
+    assert a.dtype == dt and ret.dtype == dt and a.shape == (T, N)
+    np.testing.assert_allclose(a, a_ref, **TOL[dt])
+    np.testing.assert_allclose(ret, ret_ref, **TOL[dt])
+
+    blp = (rng.standard_normal((T, N)) * 0.5).astype(dt)
+    tlp = (rng.standard_normal((T, N)) * 0.5).astype(np.float64)  # either width
+    vkw = dict(gamma=g, lam=lam, rho_bar=1.3, c_bar=0.9, pg_rho_bar=2.0)
+    vs, pg = fastppo.vtrace(blp, tlp, r, v, lv, te, **kw, **vkw)
+    vs_ref, pg_ref = R.vtrace(blp, tlp, r, v, lv, te, **kw, **vkw)
+    np.testing.assert_allclose(vs, vs_ref, **TOL[dt])
+    np.testing.assert_allclose(pg, pg_ref, **TOL[dt])
+
+    kw["final_values"] = fv
+    kw.setdefault("truncated", tr)
+    g_ret = fastppo.discounted_returns(r, lv, te, gamma=g, **kw)
+    np.testing.assert_allclose(g_ret, R.discounted_returns(r, lv, te, gamma=g, **kw), **TOL[dt])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_serial_parallel_bit_identical(dt, monkeypatch):
+    rng = np.random.default_rng(5)
+    T, N = 300, 100
+    r, v, lv, te, tr, fv = make(rng, T, N, dt)
+    valid = fastppo.next_step_valid(te, tr)
+    blp = rng.standard_normal((T, N)).astype(dt)
+    serial = (
+        fastppo.gae(r, v, lv, te, tr, valid=valid),
+        fastppo.vtrace(blp, v, r, v, lv, te, tr, final_values=fv, lam=0.9),
+        fastppo.discounted_returns(r, lv, te, tr, final_values=fv),
+    )
+    monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", 16)
+    par = (
+        fastppo.gae(r, v, lv, te, tr, valid=valid),
+        fastppo.vtrace(blp, v, r, v, lv, te, tr, final_values=fv, lam=0.9),
+        fastppo.discounted_returns(r, lv, te, tr, final_values=fv),
+    )
+    for s, p in zip(serial, par):
+        for x, y in zip(s if isinstance(s, tuple) else (s,), p if isinstance(p, tuple) else (p,)):
+            assert x.tobytes() == y.tobytes()
+
+
+# ---------------------------------------------------------------- identities
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_lambda_one_is_discounted_return_minus_value(mode, dt):
+    rng = np.random.default_rng(1)
+    r, v, lv, te, tr, fv = make(rng, 64, 40, dt)
+    a, ret = fastppo.gae(r, v, lv, te, tr, final_values=fv, gamma=0.95, gae_lambda=1.0)
+    g = fastppo.discounted_returns(r, lv, te, tr, final_values=fv, gamma=0.95)
+    np.testing.assert_allclose(ret, g, **TOL[dt])
+    np.testing.assert_allclose(a, g - v, **TOL[dt])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_lambda_zero_is_td_error(mode, dt):
+    rng = np.random.default_rng(2)
+    r, v, lv, te, tr, fv = make(rng, 50, 40, dt)
+    a, _ = fastppo.gae(r, v, lv, te, tr, final_values=fv, gamma=0.9, gae_lambda=0.0)
+    nv = np.vstack([v[1:], lv[None]])
+    boot = np.where(te, 0.0, np.where(tr, fv, nv))
+    np.testing.assert_allclose(a, r + 0.9 * boot - v, **TOL[dt])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("lam", [0.0, 0.7, 1.0])
+def test_on_policy_vtrace_equals_gae(mode, dt, lam):
+    rng = np.random.default_rng(3)
+    r, v, lv, te, tr, fv = make(rng, 80, 40, dt)
+    valid = fastppo.next_step_valid(te, tr)
+    logp = rng.standard_normal((80, 40)).astype(dt)
+    vs, pg = fastppo.vtrace(
+        logp,
+        logp,
+        r,
+        v,
+        lv,
+        te,
+        tr,
+        valid=valid,
+        gamma=0.97,
+        lam=lam,
+        rho_bar=1.0,
+        c_bar=1.0,
+        pg_rho_bar=1.0,
+    )
+    a, _ = fastppo.gae(r, v, lv, te, tr, valid=valid, gamma=0.97, gae_lambda=lam)
+    np.testing.assert_allclose(vs - v, a, **TOL[dt])
+    if lam == 1.0:  # the pg advantage bootstraps on vs_{t+1} = GAE(1) target
+        np.testing.assert_allclose(pg, a, **TOL[dt])
+
+
+# ---------------------------------------------------------------- edge cases
+
+
+def test_edge_cases(mode):
+    rng = np.random.default_rng(4)
+    T, N = 6, 3
+    r, v, lv, _, _, fv = make(rng, T, N)
+    cases = {
+        "all terminated": dict(terminated=np.ones((T, N), bool)),
+        "none done": dict(terminated=np.zeros((T, N), bool)),
+        "truncation at the last step": dict(
+            terminated=np.zeros((T, N), bool),
+            truncated=np.eye(T, N, k=N - T, dtype=bool) | (np.arange(T)[:, None] == T - 1),
+            final_values=fv,
+        ),
+        "truncation then invalid row": dict(
+            terminated=np.zeros((T, N), bool),
+            truncated=np.arange(T)[:, None].repeat(N, 1) == 2,
+            valid=np.arange(T)[:, None].repeat(N, 1) != 3,
+        ),
+        "invalid first row": dict(
+            terminated=np.zeros((T, N), bool), valid=np.arange(T)[:, None].repeat(N, 1) != 0
+        ),
+    }
+    for name, kw in cases.items():
+        te = kw.pop("terminated")
+        for g in (0.0, 1.0, 0.9):
+            for lam in (0.0, 1.0):
+                a, ret = fastppo.gae(r, v, lv, te, gamma=g, gae_lambda=lam, **kw)
+                a2, ret2 = R.gae(r, v, lv, te, gamma=g, gae_lambda=lam, **kw)
+                np.testing.assert_allclose(a, a2, rtol=1e-12, atol=1e-12, err_msg=name)
+                np.testing.assert_allclose(ret, ret2, rtol=1e-12, atol=1e-12, err_msg=name)
+    # all terminated: advantage is the one-step reward minus value
+    a, _ = fastppo.gae(r, v, lv, np.ones((T, N), bool), gamma=0.9, gae_lambda=0.9)
+    np.testing.assert_allclose(a, r - v)
+    # gamma 0: advantage is r - V whatever lambda
+    a, _ = fastppo.gae(r, v, lv, np.zeros((T, N), bool), gamma=0.0, gae_lambda=1.0)
+    np.testing.assert_allclose(a, r - v)
+    # invalid rows: advantage 0, return = value
+    valid = rng.random((T, N)) < 0.5
+    a, ret = fastppo.gae(r, v, lv, np.zeros((T, N), bool), valid=valid)
+    assert np.all(a[~valid] == 0) and np.all(ret[~valid] == v[~valid])
+
+
+def test_one_d_inputs_and_scalar_last_value():
+    rng = np.random.default_rng(6)
+    r, v, lv, te, tr, fv = make(rng, 20, 1)
+    a2, ret2 = fastppo.gae(r, v, lv, te, tr, final_values=fv)
+    for last in (float(lv[0]), lv, np.float64(lv[0])):
+        a1, ret1 = fastppo.gae(r[:, 0], v[:, 0], last, te[:, 0], tr[:, 0], final_values=fv[:, 0])
+        assert a1.shape == (20,)
+        np.testing.assert_array_equal(a1, a2[:, 0])
+        np.testing.assert_array_equal(ret1, ret2[:, 0])
+    vs, pg = fastppo.vtrace(v[:, 0], v[:, 0], r[:, 0], v[:, 0], lv, te[:, 0])
+    assert vs.shape == pg.shape == (20,)
+    g = fastppo.discounted_returns(r[:, 0], lv[0], te[:, 0])
+    assert g.shape == (20,)
+
+
+@pytest.mark.parametrize("flag_dtype", [np.bool_, np.uint8, np.float32, np.float64])
+def test_flag_dtypes(flag_dtype):
+    rng = np.random.default_rng(7)
+    r, v, lv, te, tr, fv = make(rng, 30, 4)
+    ref = fastppo.gae(r, v, lv, te, tr, final_values=fv)
+    got = fastppo.gae(r, v, lv, te.astype(flag_dtype), tr.astype(flag_dtype), final_values=fv)
+    np.testing.assert_array_equal(ref[0], got[0])
+
+
+def test_out_buffers_are_used_and_inputs_untouched():
+    rng = np.random.default_rng(8)
+    r, v, lv, te, tr, fv = make(rng, 30, 40, np.float32)
+    copies = [x.copy() for x in (r, v, lv, te, tr, fv)]
+    a, ret = np.empty_like(r), np.empty_like(r)
+    out_a, out_ret = fastppo.gae(r, v, lv, te, tr, final_values=fv, out=(a, ret))
+    assert out_a is a and out_ret is ret
+    np.testing.assert_array_equal(a, fastppo.gae(r, v, lv, te, tr, final_values=fv)[0])
+    vs, pg = np.empty_like(r), np.empty_like(r)
+    res = fastppo.vtrace(v, v, r, v, lv, te, tr, final_values=fv, out=(vs, pg))
+    assert res[0] is vs and np.shares_memory(res[1], pg)
+    g = np.empty_like(r)
+    assert fastppo.discounted_returns(r, lv, te, tr, final_values=fv, out=g) is g
+    for x, c in zip((r, v, lv, te, tr, fv), copies):
+        np.testing.assert_array_equal(x, c)
+
+
+def test_read_only_and_non_contiguous_inputs():
+    rng = np.random.default_rng(9)
+    r, v, lv, te, tr, fv = make(rng, 40, 12)
+    expect = fastppo.gae(r[::2, ::3], v[::2, ::3], lv[::3], te[::2, ::3])
+    for x in (r, v, lv, te):
+        x.setflags(write=False)
+    got = fastppo.gae(r[::2, ::3], v[::2, ::3], lv[::3], te[::2, ::3])
+    np.testing.assert_array_equal(got[0], expect[0])
+    ref = R.gae(r[::2, ::3], v[::2, ::3], lv[::3], te[::2, ::3])
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    # Fortran-ordered input and a non-contiguous out buffer
+    buf = np.zeros((20, 8))
+    a, ret = fastppo.gae(
+        np.asfortranarray(r[:20, :4]),
+        v[:20, :4],
+        lv[:4],
+        te[:20, :4],
+        out=(buf[:, ::2], np.empty((20, 4))),
+    )
+    np.testing.assert_allclose(
+        buf[:, ::2], R.gae(r[:20, :4], v[:20, :4], lv[:4], te[:20, :4])[0], rtol=1e-12, atol=1e-12
+    )
+    assert np.all(buf[:, 1::2] == 0)
+
+
+def test_next_step_valid():
+    te = np.array([[0, 1], [0, 0], [1, 0], [0, 0]], bool)
+    tr = np.array([[1, 0], [0, 0], [0, 0], [0, 1]], bool)
+    expect = np.array([[1, 1], [0, 0], [1, 1], [0, 1]], bool)
+    np.testing.assert_array_equal(fastppo.next_step_valid(te, tr), expect)
+    got = fastppo.next_step_valid(te, tr, prev_done=np.array([True, False]))
+    np.testing.assert_array_equal(got[0], [False, True])
+    np.testing.assert_array_equal(
+        fastppo.next_step_valid(te[:, 0], tr[:, 0], prev_done=True)[0], False
+    )
+    np.testing.assert_array_equal(R.next_step_valid(te, tr), expect)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _args(dt=np.float64, T=4, N=3):
+    rng = np.random.default_rng(0)
+    r, v, lv, te, tr, fv = make(rng, T, N, dt)
+    return r, v, lv, te, tr, fv
+
+
+@pytest.mark.parametrize(
+    "mutate,exc,match",
+    [
+        (
+            lambda a: a.update(rewards=a["rewards"].astype(np.int64)),
+            TypeError,
+            "gae: rewards must be float32 or float64",
+        ),
+        (
+            lambda a: a.update(values=a["values"].astype(np.float32)),
+            TypeError,
+            "gae: values must be float64 like the other float inputs",
+        ),
+        (
+            lambda a: a.update(last_values=a["last_values"].astype(np.float32)),
+            TypeError,
+            "gae: last_values must be float64",
+        ),
+        (
+            lambda a: a.update(values=a["values"][:3]),
+            ValueError,
+            r"gae: values must be shape \(4, 3\)",
+        ),
+        (
+            lambda a: a.update(last_values=a["last_values"][:2]),
+            ValueError,
+            r"gae: last_values must be shape \(3,\)",
+        ),
+        (
+            lambda a: a.update(terminated=a["terminated"][:, :2]),
+            ValueError,
+            "gae: terminated must be shape",
+        ),
+        (
+            lambda a: a.update(terminated=a["terminated"].astype(np.int32)),
+            TypeError,
+            "gae: terminated must be bool, uint8 or float 0/1",
+        ),
+        (
+            lambda a: a.update(terminated=a["terminated"] + 0.5),
+            ValueError,
+            "gae: terminated must be 0/1 flags",
+        ),
+        (
+            lambda a: a.update(rewards=a["rewards"][None]),
+            ValueError,
+            "gae: rewards must be 1-D or 2-D",
+        ),
+        (lambda a: a.update(gamma=1.5), ValueError, r"gae: gamma must be in \[0, 1\], got 1.5"),
+        (lambda a: a.update(gamma=-0.1), ValueError, "gae: gamma must be in"),
+        (lambda a: a.update(gamma=float("nan")), ValueError, "gae: gamma must be in"),
+        (lambda a: a.update(gamma="0.9"), TypeError, "gae: gamma must be a real number"),
+        (lambda a: a.update(gae_lambda=1.01), ValueError, "gae: gae_lambda must be in"),
+        (
+            lambda a: a.update(truncated=np.ones((4, 3), bool)),
+            ValueError,
+            "gae: final_values or valid must be given when truncated has a True",
+        ),
+        (
+            lambda a: a.update(final_values=np.zeros((4, 3), np.float32)),
+            TypeError,
+            "gae: final_values must be float64",
+        ),
+    ],
+)
+def test_gae_errors(mutate, exc, match):
+    r, v, lv, te, tr, fv = _args()
+    kw = dict(rewards=r, values=v, last_values=lv, terminated=te)
+    mutate(kw)
+    with pytest.raises(exc, match=match):
+        fastppo.gae(**kw)
+
+
+@pytest.mark.parametrize("name", ["rewards", "values", "last_values"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_inputs_raise_and_write_nothing(name, bad):
+    r, v, lv, te, tr, fv = _args()
+    kw = dict(rewards=r, values=v, last_values=lv, terminated=te)
+    kw[name] = kw[name].copy()
+    kw[name].flat[kw[name].size - 1] = bad
+    out = (np.full_like(r, 7.0), np.full_like(r, 7.0))
+    with pytest.raises(ValueError, match=f"gae: {name} must be finite, got"):
+        fastppo.gae(**kw, out=out)
+    assert np.all(out[0] == 7.0) and np.all(out[1] == 7.0)
+
+
+def test_non_finite_final_values_only_where_read():
+    r, v, lv, te, tr, fv = _args()
+    te[:] = False
+    tr[:] = False
+    tr[1, 2] = True
+    fv[0, 0] = np.nan  # not read: fine
+    fastppo.gae(r, v, lv, te, tr, final_values=fv)
+    fv[1, 2] = np.inf
+    with pytest.raises(ValueError, match=r"final_values \(at truncated steps\) must be finite"):
+        fastppo.gae(r, v, lv, te, tr, final_values=fv)
+
+
+def test_vtrace_errors():
+    r, v, lv, te, tr, fv = _args()
+    for name in ("rho_bar", "c_bar", "pg_rho_bar"):
+        for bad in (0.0, -1.0):
+            with pytest.raises(ValueError, match=f"vtrace: {name} must be in"):
+                fastppo.vtrace(v, v, r, v, lv, te, **{name: bad})
+    with pytest.raises(ValueError, match="vtrace: lam must be in"):
+        fastppo.vtrace(v, v, r, v, lv, te, lam=2.0)
+    bad = v.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(
+        ValueError, match=r"vtrace: target_logp must be finite, got .* at index \(2, 1\)"
+    ):
+        fastppo.vtrace(v, bad, r, v, lv, te)
+    with pytest.raises(ValueError, match="vtrace: behavior_logp must be shape"):
+        fastppo.vtrace(v[:2], v, r, v, lv, te)
+    with pytest.raises(TypeError, match="vtrace: behavior_logp must be float32 or float64"):
+        fastppo.vtrace(v.astype(np.int32), v, r, v, lv, te)
+    fastppo.vtrace(v, v, r, v, lv, te, rho_bar=np.inf)  # inf thresholds are allowed
+
+
+def test_discounted_returns_needs_final_values_for_truncation():
+    r, v, lv, te, tr, fv = _args()
+    te[:] = False
+    tr[:] = False
+    tr[0, 0] = True
+    with pytest.raises(ValueError, match="discounted_returns: final_values must be given"):
+        fastppo.discounted_returns(r, lv, te, tr, valid=np.ones_like(te))
+
+
+@pytest.mark.parametrize(
+    "out,exc,match",
+    [
+        ((np.empty((4, 3)),), TypeError, "gae: out must be a tuple"),
+        (np.empty((4, 3)), TypeError, "gae: out must be a tuple"),
+        (
+            (np.empty((4, 3), np.float32), np.empty((4, 3))),
+            TypeError,
+            r"gae: out\[0\] \(advantages\) must be dtype float64",
+        ),
+        (
+            (np.empty((4, 3)), np.empty((3, 3))),
+            ValueError,
+            r"gae: out\[1\] \(returns\) must be shape \(4, 3\)",
+        ),
+    ],
+)
+def test_out_errors(out, exc, match):
+    r, v, lv, te, tr, fv = _args()
+    with pytest.raises(exc, match=match):
+        fastppo.gae(r, v, lv, te, out=out)
+
+
+def test_out_read_only_or_overlapping():
+    r, v, lv, te, tr, fv = _args()
+    ro = np.empty((4, 3))
+    ro.setflags(write=False)
+    with pytest.raises(ValueError, match="must be writeable"):
+        fastppo.gae(r, v, lv, te, out=(ro, np.empty((4, 3))))
+    a = np.empty((4, 3))
+    with pytest.raises(ValueError, match="gae: out must be two non-overlapping arrays"):
+        fastppo.gae(r, v, lv, te, out=(a, a))
+    with pytest.raises(ValueError, match="gae: out must be not to overlap the input 'values'"):
+        fastppo.gae(r, v, lv, te, out=(np.empty((4, 3)), v))
+
+
+# ---------------------------------------------------------------- GIL
+
+
+def test_kernels_release_the_gil():
+    """While one thread is inside a long gae call, another thread runs Python."""
+    rng = np.random.default_rng(0)
+    T, N = 1 << 16, 32  # ~8 MiB per array: one call takes tens of milliseconds
+    r = rng.standard_normal((T, N)).astype(np.float32)
+    v = r.copy()
+    lv = v[0].copy()
+    te = np.zeros((T, N), bool)
+    out = (np.empty_like(r), np.empty_like(r))
+    fastppo.gae(r, v, lv, te, out=out)  # compiled before the measurement
+    started = threading.Event()
+    done = threading.Event()
+
+    def worker():
+        started.set()
+        fastppo.gae(r, v, lv, te, out=out)  # one call: no Python between set() and done
+        done.set()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    started.wait()
+    ticks = 0
+    while not done.is_set():
+        ticks += 1
+    th.join()
+    # If the call held the GIL, this thread could not run at all until the call
+    # returned (it needs the GIL even to leave started.wait()), so it would
+    # count ~0 ticks. Released, it spins for the whole call.
+    assert ticks > 1000
