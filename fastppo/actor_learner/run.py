@@ -1,0 +1,197 @@
+"""``run()``: wire a learner to a backend and drive the loop."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastppo.actor_learner.actor import (
+    Chunk,
+    DefaultPolicyFn,
+    Failure,
+    PolicyFn,
+    make_env_fn,
+    spec_for,
+)
+from fastppo.actor_learner.config import BACKENDS, ActorLearnerConfig
+from fastppo.actor_learner.learner import ActorLearnerReport, Learner
+
+
+def _backend(name: str, cfg: ActorLearnerConfig, env_fn: Any, policy_fn: Any, spec: Any) -> Any:
+    if name == "threads":
+        from fastppo.actor_learner.threads import ThreadsBackend
+
+        return ThreadsBackend(cfg, env_fn, policy_fn, spec)
+    if name == "processes":
+        from fastppo.actor_learner.processes import ProcessesBackend
+
+        return ProcessesBackend(cfg, env_fn, policy_fn, spec)
+    from fastppo.actor_learner.ray_backend import RayBackend
+
+    return RayBackend(cfg, env_fn, policy_fn, spec)
+
+
+def run(
+    env_fn: Any,
+    config: ActorLearnerConfig | None = None,
+    ppo_config: Any = None,
+    backend: str | None = None,
+    *,
+    policy_fn: PolicyFn | None = None,
+    address: str | None = None,
+    _update_fn: Any = None,
+    _batch_fn: Any = None,
+) -> tuple[Any, ActorLearnerReport]:
+    """Train with asynchronous actors and one learner.
+
+    Parameters
+    ----------
+    env_fn : callable or str
+        ``env_fn() -> gymnasium.Env`` (one environment per actor), or a
+        gymnasium id. For ``processes`` and ``ray`` it must pickle (a
+        module-level function or ``functools.partial``).
+    config : ActorLearnerConfig, optional
+        Defaults to ``ActorLearnerConfig()``.
+    ppo_config : PPOConfig, optional
+        Update hyperparameters and network shape; defaults to ``PPOConfig()``.
+    backend : {"threads", "processes", "ray"}, optional
+        Overrides ``config.backend``.
+    policy_fn : callable, optional
+        ``policy_fn(observation_space, action_space) -> policy`` with the
+        ``ActorCritic`` interface (``params``, ``set_params``, ``step``,
+        ``value``, ``evaluate``). Default: ``ActorCritic.from_spaces`` with
+        ``ppo_config``'s ``hidden_sizes``, ``activation`` and ``seed``. It
+        must pickle for ``processes`` and ``ray``.
+    address : str, optional
+        Ray cluster to join; overrides ``config.ray_address``.
+
+    Returns
+    -------
+    policy
+        The learner's trained policy.
+    report : ActorLearnerReport
+
+    Raises
+    ------
+    ActorFailedError
+        An actor failed more than ``max_actor_restarts`` times and
+        ``on_actor_failure == "fail"`` (or no actor is left).
+    TimeoutError
+        No update completed within ``config.stall_timeout_s``.
+    ImportError
+        ``backend="ray"`` without Ray installed.
+    """
+    cfg = ActorLearnerConfig() if config is None else config
+    if not isinstance(cfg, ActorLearnerConfig):
+        raise TypeError(f"run: config must be an ActorLearnerConfig, got {type(cfg).__name__}")
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise ValueError(f"run: backend must be one of {BACKENDS}, got {backend!r}")
+        cfg = _replace(cfg, backend=backend)
+    if address is not None:
+        cfg = _replace(cfg, ray_address=address)
+    cfg.validate()
+    if ppo_config is None:
+        from fastppo.ppo.config import PPOConfig
+
+        ppo_config = PPOConfig()
+    ppo_config = _ppo_for(cfg, ppo_config)
+    env_fn = make_env_fn(env_fn)
+    if policy_fn is None:
+        policy_fn = DefaultPolicyFn(
+            hidden_sizes=tuple(ppo_config.hidden_sizes),
+            activation=ppo_config.activation,
+            seed=int(ppo_config.seed),
+            options={
+                "log_std_init": ppo_config.log_std_init,
+                "log_std_min": ppo_config.log_std_min,
+                "log_std_max": ppo_config.log_std_max,
+                "squash": ppo_config.squash,
+            },
+        )
+    probe = env_fn()
+    try:
+        policy = policy_fn(probe.observation_space, probe.action_space)
+        spec = spec_for(probe, policy)
+    finally:
+        probe.close()
+
+    learner = Learner(cfg, ppo_config, policy, spec, cfg.backend, _update_fn, _batch_fn)
+    incarnations = [0] * cfg.num_actors
+    if cfg.resume or cfg.checkpoint_every:
+        from fastppo.actor_learner import checkpoint
+
+        if cfg.resume:
+            incarnations = checkpoint.maybe_resume(learner, cfg.checkpoint_dir)
+    t0 = time.monotonic()
+    be = _backend(cfg.backend, cfg, env_fn, policy_fn, spec)
+    try:
+        blob = learner.broadcast_resumed()
+        actors = {i: incarnations[i] for i in learner.live_ids()}
+        be.start(blob, learner.version, learner.updates * cfg.num_steps, actors)
+        _loop(cfg, learner, be)
+    finally:
+        learner.report.elapsed_s = time.monotonic() - t0
+        be.shutdown()
+    return policy, learner.report
+
+
+def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any) -> None:
+    last_progress = time.monotonic()
+    while not learner.done():
+        for ev in be.poll(cfg.failure_poll_s):
+            if isinstance(ev, Chunk):
+                learner.receive(ev)
+            elif isinstance(ev, Failure):
+                action, inc, start_sent = learner.fail(ev)
+                if action == "restart":
+                    be.restart(ev.actor_id, inc, start_sent)
+                elif action == "retire":
+                    be.retire(ev.actor_id)
+        while learner.ready() and not learner.done():
+            blob = learner.update()
+            last_progress = time.monotonic()
+            if blob is not None:
+                be.publish(blob, learner.version)
+            if cfg.checkpoint_every and learner.updates % cfg.checkpoint_every == 0:
+                from fastppo.actor_learner import checkpoint
+
+                checkpoint.save(learner, cfg.checkpoint_dir)  # type: ignore[arg-type]
+        if time.monotonic() - last_progress > cfg.stall_timeout_s:
+            raise TimeoutError(
+                f"run: no update completed in {cfg.stall_timeout_s} s "
+                f"(buffered steps per actor: {[c.buffered for c in learner.columns]}); "
+                "an environment may hang, or a node was lost"
+            )
+
+
+def _ppo_for(cfg: ActorLearnerConfig, ppo_config: Any) -> Any:
+    """The PPOConfig the updates use: the rollout shape and discounting are ours.
+
+    ``n_envs``/``n_steps`` become ``num_actors``/``num_steps`` (so
+    ``batch_size`` is checked against the real rollout), ``gamma`` and
+    ``gae_lambda`` come from ``cfg``.
+    """
+    from fastppo.ppo.config import PPOConfig
+
+    if not isinstance(ppo_config, PPOConfig):
+        raise TypeError(f"run: ppo_config must be a PPOConfig, got {type(ppo_config).__name__}")
+    for name in ("normalize_obs", "normalize_reward"):
+        if getattr(ppo_config, name):
+            raise ValueError(
+                f"run: ppo_config.{name} must be False, got True; the actor-learner has no "
+                "shared running statistics (normalise inside env_fn with a gymnasium wrapper)"
+            )
+    out = ppo_config.replace(
+        n_envs=cfg.num_actors, n_steps=cfg.num_steps, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda
+    )
+    return out.validate()
+
+
+def _replace(cfg: ActorLearnerConfig, **kw: Any) -> ActorLearnerConfig:
+    import dataclasses
+
+    return dataclasses.replace(cfg, **kw)
+
+
+__all__ = ["run"]

@@ -1,0 +1,137 @@
+"""The policy-broadcast format: versioned weight bytes, never pickled.
+
+A broadcast crosses threads, processes and machines, and a process that
+receives one must not run code chosen by whoever wrote it, so the format is a
+fixed header followed by raw floats::
+
+    offset  size  field
+    0       4     magic  b"FPPW"
+    4       2     format version (uint16, currently 1)
+    6       1     dtype code (uint8: 1 = float32, 2 = float64)
+    7       1     reserved, 0
+    8       8     policy version (uint64)
+    16      8     number of parameters n (uint64)
+    24      4     CRC-32 of the payload (uint32, zlib.crc32)
+    28      4     reserved, 0
+    32      n*w   the flat parameter vector, little-endian, w = 4 or 8 bytes
+
+All integers are little-endian. The CRC catches truncation and a read torn by
+a concurrent writer (the shared-memory transport relies on it as a second line
+behind its sequence lock).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import numpy as np
+
+from fastppo._checks import fail
+
+MAGIC = b"FPPW"
+FORMAT_VERSION = 1
+HEADER = struct.Struct("<4sHBBQQII")
+HEADER_SIZE = HEADER.size  # 32
+_CODES = {np.dtype("<f4"): 1, np.dtype("<f8"): 2}
+_DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 2: np.dtype("<f8")}
+
+
+def encoded_size(n_params: int, dtype: Any = np.float32) -> int:
+    """Length in bytes of a broadcast of ``n_params`` values of ``dtype``."""
+    return HEADER_SIZE + n_params * np.dtype(dtype).itemsize
+
+
+def encode_weights(params: np.ndarray, version: int) -> bytes:
+    """Pack a flat float32/float64 parameter vector and its version.
+
+    Parameters
+    ----------
+    params : ndarray [n], float32 or float64
+        The policy's flat parameter vector.
+    version : int
+        Policy version (>= 0); it counts broadcasts.
+
+    Returns
+    -------
+    bytes
+        Header and payload as documented in this module.
+    """
+    fn = "encode_weights"
+    if not isinstance(params, np.ndarray):
+        fail(fn, "params", "an ndarray", type(params).__name__, exc=TypeError)
+    if params.ndim != 1:
+        fail(fn, "params", "1-D", f"shape {params.shape}")
+    dt = params.dtype.newbyteorder("<")
+    if dt not in _CODES:
+        fail(fn, "params", "float32 or float64", f"dtype {params.dtype}", exc=TypeError)
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+        fail(fn, "version", "an int >= 0", repr(version))
+    payload = np.ascontiguousarray(params, dtype=dt).tobytes()
+    head = HEADER.pack(
+        MAGIC, FORMAT_VERSION, _CODES[dt], 0, int(version), params.size, zlib.crc32(payload), 0
+    )
+    return head + payload
+
+
+def read_header(buf: Any) -> tuple[int, np.dtype, int, int]:
+    """Parse and check a header: ``(version, dtype, n_params, crc)``."""
+    fn = "decode_weights"
+    mv = memoryview(buf).cast("B")
+    if mv.nbytes < HEADER_SIZE:
+        fail(fn, "buf", f"at least {HEADER_SIZE} bytes (the header)", f"{mv.nbytes} bytes")
+    magic, fmt, code, _, version, n, crc, _ = HEADER.unpack_from(mv, 0)
+    if magic != MAGIC:
+        fail(fn, "buf", f"a fastppo broadcast starting with {MAGIC!r}", f"magic {bytes(magic)!r}")
+    if fmt != FORMAT_VERSION:
+        fail(fn, "buf", f"format version {FORMAT_VERSION}", fmt)
+    if code not in _DTYPES:
+        fail(fn, "buf", "dtype code 1 (float32) or 2 (float64)", code)
+    return int(version), _DTYPES[code], int(n), int(crc)
+
+
+def decode_weights(
+    buf: Any, n_params: int | None = None, dtype: Any = None
+) -> tuple[int, np.ndarray]:
+    """Check and unpack a broadcast made by :func:`encode_weights`.
+
+    Parameters
+    ----------
+    buf : bytes-like
+        The broadcast (bytes, bytearray, memoryview, shared memory...).
+    n_params : int, optional
+        Expected number of parameters; a mismatch raises ``ValueError``.
+    dtype : dtype, optional
+        Expected float dtype; a mismatch raises ``TypeError``.
+
+    Returns
+    -------
+    version : int
+    params : ndarray [n]
+        A read-only view into ``buf`` (no copy); copy it, or hand it to
+        ``policy.set_params``, before ``buf`` is reused.
+
+    Raises
+    ------
+    ValueError
+        Wrong magic, format version, length, or a CRC mismatch (truncated or
+        torn bytes).
+    """
+    fn = "decode_weights"
+    version, dt, n, crc = read_header(buf)
+    mv = memoryview(buf).cast("B")
+    need = HEADER_SIZE + n * dt.itemsize
+    if mv.nbytes != need:
+        fail(fn, "buf", f"{need} bytes for {n} {dt.name} parameters", f"{mv.nbytes} bytes")
+    if n_params is not None and n != n_params:
+        fail(fn, "buf", f"{n_params} parameters (this policy's size)", f"{n}")
+    if dtype is not None and np.dtype(dtype).newbyteorder("<") != dt:
+        fail(fn, "buf", f"{np.dtype(dtype).name} parameters", dt.name, exc=TypeError)
+    payload = mv[HEADER_SIZE:]
+    if zlib.crc32(payload) != crc:
+        fail(fn, "buf", "bytes whose CRC-32 matches the header", "a mismatch (truncated or torn)")
+    arr = np.frombuffer(payload, dtype=dt, count=n)
+    if arr.flags.writeable:
+        arr.flags.writeable = False
+    return version, arr

@@ -1,0 +1,402 @@
+"""Actor-learner: config, valve, broadcast format, rollout assembly, threads backend."""
+
+from __future__ import annotations
+
+import functools
+import struct
+import sys
+import threading
+import zlib
+
+import numpy as np
+import pytest
+
+from fastppo.actor_learner import (
+    ActorFailedError,
+    ActorLearnerConfig,
+    Chunk,
+    Failure,
+    decode_weights,
+    encode_weights,
+    proven_steps,
+    run,
+    step_allowance,
+)
+from fastppo.actor_learner.actor import ActorCore, actor_seeds, spec_for
+from fastppo.actor_learner.learner import Learner
+from fastppo.ppo.config import PPOConfig
+from test_actor_learner_helpers import (
+    CountingEnv,
+    LinearPolicy,
+    RecordingUpdate,
+    counting_env,
+    linear_policy_fn,
+)
+
+PPO = PPOConfig(batch_size=32, n_epochs=2)
+
+
+# ------------------------------------------------------------------ config
+def test_config_defaults_validate_and_derive() -> None:
+    cfg = ActorLearnerConfig(num_actors=3, num_steps=64, broadcast_every=2).validate()
+    assert cfg.lead_steps == 2 * 2 * 64
+    assert cfg.steps_per_update == 192
+    assert ActorLearnerConfig(max_lead_steps=500).lead_steps == 500
+    assert cfg.chunk_for("threads") == 64
+    assert cfg.chunk_for("ray") == 2048
+    assert ActorLearnerConfig(chunk_steps=10).chunk_for("ray") == 10
+
+
+@pytest.mark.parametrize(
+    ("changes", "exc", "match"),
+    [
+        ({"num_actors": 0}, ValueError, "num_actors must be >= 1"),
+        ({"num_steps": 0}, ValueError, "num_steps must be >= 1"),
+        ({"broadcast_every": 0}, ValueError, "broadcast_every must be >= 1"),
+        ({"num_actors": 2.0}, TypeError, "num_actors must be an int"),
+        ({"num_steps": True}, TypeError, "num_steps must be an int"),
+        ({"total_env_steps": 255}, ValueError, "one update's worth"),
+        ({"gamma": 0.0}, ValueError, r"gamma must be in \(0, 1\]"),
+        ({"gamma": 1.01}, ValueError, r"gamma must be in \(0, 1\]"),
+        ({"gae_lambda": 0.0}, ValueError, r"gae_lambda must be in \(0, 1\]"),
+        ({"gamma": float("nan")}, ValueError, "gamma must be a number"),
+        ({"rho_bar": 0.0}, ValueError, "rho_bar must be > 0"),
+        ({"c_bar": -1.0}, ValueError, "c_bar must be > 0"),
+        ({"pg_rho_bar": 0}, ValueError, "pg_rho_bar must be > 0"),
+        ({"max_lead_steps": 127}, ValueError, "deadlock"),
+        ({"max_lead_steps": -1}, ValueError, "max_lead_steps must be >= 0"),
+        ({"backend": "mpi"}, ValueError, "backend must be one of"),
+        ({"on_actor_failure": "ignore"}, ValueError, "on_actor_failure must be one of"),
+        ({"max_actor_restarts": -1}, ValueError, "max_actor_restarts must be >= 0"),
+        ({"failure_poll_s": 6.0}, ValueError, "within 5 s"),
+        ({"checkpoint_every": 2}, ValueError, "checkpoint_dir must be set"),
+        ({"use_vtrace": 1}, TypeError, "use_vtrace must be a bool"),
+        ({"ray_placement": "spread"}, ValueError, "ray_placement must be one of"),
+    ],
+)
+def test_config_rejects(changes: dict, exc: type, match: str) -> None:
+    base = {"num_actors": 2, "num_steps": 128, "total_env_steps": 256}
+    with pytest.raises(exc, match=match):
+        ActorLearnerConfig(**{**base, **changes}).validate()
+
+
+def test_config_message_format() -> None:
+    with pytest.raises(ValueError) as e:
+        ActorLearnerConfig(num_steps=10, broadcast_every=3, max_lead_steps=29).validate()
+    assert str(e.value).startswith("ActorLearnerConfig: max_lead_steps must be")
+    assert "got 29" in str(e.value)
+
+
+# ------------------------------------------------------------------- valve
+def test_valve_arithmetic_hand_worked() -> None:
+    # version 3 with 2 updates per broadcast and 16 steps: 3 * 2 * 16 = 96 consumed
+    assert proven_steps(3, 2, 16) == 96
+    assert step_allowance(sent=100, version=3, broadcast_every=2, num_steps=16, lead_steps=32) == 28
+    assert step_allowance(128, 3, 2, 16, 32) == 0
+    assert step_allowance(500, 3, 2, 16, 32) == 0  # never negative
+    assert step_allowance(0, 0, 1, 8, 8) == 8
+
+
+@pytest.mark.parametrize("b", [1, 2, 3])
+@pytest.mark.parametrize("extra", [0, 5])
+def test_valve_minimal_lead_never_deadlocks_and_is_tight(b: int, extra: int) -> None:
+    """Simulate lock-step actors: with lead = b*S (+extra) the learner always
+    reaches the next broadcast; with lead = b*S - 1 it stalls."""
+    s = 4
+
+    def simulate(lead: int, target: int) -> int:
+        sent = updates = 0
+        while updates < target:
+            version = updates // b  # a broadcast after every b updates
+            sent += step_allowance(sent, version, b, s, lead)
+            done = sent // s  # the learner takes s steps per update
+            if done == updates:
+                return updates  # nobody can move: deadlock
+            updates = done
+        return updates
+
+    assert simulate(b * s + extra, 10 * b) >= 10 * b
+    assert simulate(b * s - 1, 10 * b) < b
+
+
+# --------------------------------------------------------------- broadcast
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcast_round_trip_bit_exact(dtype: type) -> None:
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal(1001).astype(dtype)
+    p[:4] = [-0.0, np.finfo(dtype).tiny / 2, np.finfo(dtype).max, -np.finfo(dtype).eps]
+    blob = encode_weights(p, 7)
+    assert len(blob) == 32 + p.nbytes
+    v, q = decode_weights(blob, p.size, dtype)
+    assert v == 7
+    assert q.dtype == p.dtype
+    assert q.tobytes() == p.tobytes()  # bit-exact, signed zero and subnormals included
+    assert not q.flags.writeable
+    # zero-copy from any buffer: bytearray, memoryview
+    v2, q2 = decode_weights(memoryview(bytearray(blob)))
+    assert v2 == 7 and q2.tobytes() == p.tobytes()
+
+
+def test_broadcast_header_is_as_documented() -> None:
+    p = np.arange(3, dtype=np.float64)
+    blob = encode_weights(p, 2**40 + 5)
+    magic, fmt, code, r0, version, n, crc, r1 = struct.unpack_from("<4sHBBQQII", blob)
+    assert (magic, fmt, code, r0, version, n, r1) == (b"FPPW", 1, 2, 0, 2**40 + 5, 3, 0)
+    assert crc == zlib.crc32(p.tobytes())
+    assert blob[32:] == p.astype("<f8").tobytes()
+
+
+def test_broadcast_rejects_bad_bytes() -> None:
+    p = np.ones(8, np.float32)
+    blob = encode_weights(p, 1)
+    with pytest.raises(ValueError, match="magic"):
+        decode_weights(b"XXXX" + blob[4:])
+    with pytest.raises(ValueError, match="bytes for 8 float32"):
+        decode_weights(blob[:-1])
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        decode_weights(blob[:10])
+    torn = bytearray(blob)
+    torn[40] ^= 1
+    with pytest.raises(ValueError, match="CRC"):
+        decode_weights(bytes(torn))
+    with pytest.raises(ValueError, match="9 parameters"):
+        decode_weights(blob, n_params=9)
+    with pytest.raises(TypeError, match="float64"):
+        decode_weights(blob, dtype=np.float64)
+    bad_fmt = bytearray(blob)
+    bad_fmt[4] = 9
+    with pytest.raises(ValueError, match="format version 1"):
+        decode_weights(bytes(bad_fmt))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        encode_weights(np.ones(3, np.int32), 0)
+    with pytest.raises(ValueError, match="version must be an int >= 0"):
+        encode_weights(p, -1)
+
+
+# ------------------------------------------------------- actor core tagging
+def _core(incarnation: int = 0, capacity: int = 64) -> ActorCore:
+    env = CountingEnv()
+    spec = spec_for(env, linear_policy_fn(env.observation_space, env.action_space))
+    return ActorCore(0, incarnation, CountingEnv, linear_policy_fn, spec, 5, 0, capacity)
+
+
+def test_actor_core_tags_and_next_step_reset_rows() -> None:
+    core = _core()
+    core.load(encode_weights(core.policy.params, 4))
+    for _ in range(25):
+        core.step()
+    ch = core.take_chunk()
+    d = ch.data
+    assert (ch.actor_id, ch.incarnation, ch.first_step, ch.n) == (0, 0, 0, 25)
+    assert (d["versions"] == 4).all()
+    # a 10-step episode ends at row 9; row 10 is the reset row holding the final obs
+    assert d["terminated"][9] and d["valid"][9]
+    assert not d["valid"][10] and d["rewards"][10] == 0 and d["obs"][10][1] == 10
+    assert d["valid"].sum() == 23  # reset rows 10 and 21
+    assert d["obs"][11][1] == 0  # fresh episode after the reset row
+    # behaviour log-probs are those of the policy that acted
+    lp, _, _ = core.policy.evaluate(d["obs"], d["actions"])
+    np.testing.assert_allclose(d["logp"], lp, rtol=1e-6)
+    # the next chunk continues the numbering; next_obs is its first obs
+    core.step()
+    ch2 = core.take_chunk()
+    assert ch2.first_step == 25
+    np.testing.assert_array_equal(ch.next_obs, ch2.data["obs"][0])
+
+
+def test_actor_streams_differ_by_id_and_restart() -> None:
+    seeds = {actor_seeds(0, i, r) for i in range(3) for r in range(3)}
+    assert len(seeds) == 9
+    assert actor_seeds(0, 1, 2) == actor_seeds(0, 1, 2)
+    a, b = _core(0), _core(1)
+    for c in (a, b):
+        c.load(encode_weights(c.policy.params, 0))
+        for _ in range(40):
+            c.step()
+    assert not np.array_equal(a.take_chunk().data["actions"], b.take_chunk().data["actions"])
+
+
+# ------------------------------------------------------------ learner unit
+def _learner(num_actors: int = 2, num_steps: int = 5, **kw: object) -> tuple[Learner, RecordingUpdate]:
+    cfg = ActorLearnerConfig(
+        num_actors=num_actors, num_steps=num_steps, total_env_steps=10**6, **kw
+    ).validate()
+    env = CountingEnv()
+    pol = LinearPolicy(2, 2)
+    spec = spec_for(env, pol)
+    upd = RecordingUpdate()
+    ppo = PPOConfig(n_envs=num_actors, n_steps=num_steps, batch_size=num_steps)
+    return Learner(cfg, ppo, pol, spec, "threads", upd), upd
+
+
+def _chunk(aid: int, first: int, n: int, inc: int = 0, version: int = 0) -> Chunk:
+    obs = np.stack([np.arange(first, first + n), np.full(n, aid)], 1).astype(np.float64)
+    data = {
+        "obs": obs,
+        "actions": np.zeros(n, np.int64),
+        "logp": np.full(n, -0.5, np.float32),
+        "values": np.zeros(n),
+        "rewards": np.ones(n),
+        "terminated": np.zeros(n, bool),
+        "truncated": np.zeros(n, bool),
+        "valid": np.ones(n, bool),
+        "versions": np.full(n, version, np.int64),
+    }
+    return Chunk(aid, inc, first, data, np.array([first + n, aid], np.float64))
+
+
+def test_learner_fills_columns_in_order_and_carries_the_excess() -> None:
+    ln, upd = _learner()
+    ln.broadcast()
+    # actor 0 in chunks of 3, actor 1 in one chunk of 7: quota 5 per update
+    for first in (0, 3, 6, 9):
+        ln.receive(_chunk(0, first, 3))
+    ln.receive(_chunk(1, 0, 7))
+    assert ln.ready()
+    ln.update()
+    b = upd.batches[-1]
+    obs = b.obs.reshape(5, 2, 2)
+    np.testing.assert_array_equal(obs[:, 0, 0], [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(obs[:, 1, 0], [0, 1, 2, 3, 4])
+    assert (obs[:, 1, 1] == 1).all()  # column = actor
+    assert not ln.ready()  # actor 1 has only 2 left
+    ln.receive(_chunk(1, 7, 3))
+    ln.update()
+    obs = upd.batches[-1].obs.reshape(5, 2, 2)
+    np.testing.assert_array_equal(obs[:, 0, 0], [5, 6, 7, 8, 9])
+    np.testing.assert_array_equal(obs[:, 1, 0], [5, 6, 7, 8, 9])
+    assert ln.columns[0].buffered == 2 and ln.columns[1].buffered == 0
+    assert ln.report.env_steps == 20 and ln.report.actors[0].steps_consumed == 10
+
+
+def test_learner_bootstrap_obs_mid_chunk_and_at_chunk_end() -> None:
+    ln, _ = _learner(num_actors=1, num_steps=4)
+    ln.receive(_chunk(0, 0, 6))
+    out = {
+        name: np.empty((4, 1, *shape), dt) for name, shape, dt in ln.spec.field_specs()
+    }
+    boot = ln.columns[0].take(4, out, 0)
+    np.testing.assert_array_equal(boot, [4, 0])  # the next queued step's obs
+    ln.receive(_chunk(0, 6, 2))
+    boot = ln.columns[0].take(4, out, 0)
+    np.testing.assert_array_equal(boot, [8, 0])  # the chunk's next_obs
+
+
+def test_learner_rejects_gaps_and_drops_stale_incarnations() -> None:
+    ln, _ = _learner()
+    ln.receive(_chunk(0, 0, 3))
+    with pytest.raises(RuntimeError, match="dropped or reordered"):
+        ln.receive(_chunk(0, 4, 3))
+    ln.receive(_chunk(1, 0, 3, inc=5))
+    assert ln.columns[1].buffered == 0 and ln.stale_chunks == 1
+
+
+def test_learner_failure_discards_partial_rollout_then_restarts_or_fails() -> None:
+    ln, _ = _learner(max_actor_restarts=1, on_actor_failure="fail")
+    ln.receive(_chunk(0, 0, 3))
+    assert ln.fail(Failure(0, 0, "boom")) == ("restart", 1, 0)
+    st = ln.report.actors[0]
+    assert (st.steps_discarded, st.restarts, ln.columns[0].buffered) == (3, 1, 0)
+    assert ln.fail(Failure(0, 0, "late report")) == ("ignore", 0, 0)
+    ln.receive(_chunk(0, 0, 2, inc=1))  # the new incarnation counts from 0
+    with pytest.raises(ActorFailedError, match="actor 0 failed after 1 restarts.*boom2"):
+        ln.fail(Failure(0, 1, "boom2"))
+
+
+def test_learner_continues_with_fewer_actors() -> None:
+    ln, upd = _learner(max_actor_restarts=0, on_actor_failure="continue")
+    ln.broadcast()
+    assert ln.fail(Failure(1, 0, "gone"))[0] == "retire"
+    ln.receive(_chunk(0, 0, 5))
+    assert ln.ready()
+    ln.update()
+    assert upd.batches[-1].obs.shape == (5, 2)  # one column
+    with pytest.raises(ActorFailedError, match="no actor is left"):
+        ln.fail(Failure(0, 0, "also gone"))
+
+
+def test_learner_lag_histogram_counts_updates_behind() -> None:
+    ln, _ = _learner(num_actors=1, num_steps=4, broadcast_every=2, max_lead_steps=100)
+    ln.broadcast()
+    ln.receive(_chunk(0, 0, 4, version=0))
+    ln.update()  # updates 0 -> lag 0
+    ln.receive(_chunk(0, 4, 4, version=0))
+    ln.update()  # 1 update behind
+    ln.receive(_chunk(0, 8, 4, version=1))
+    ln.update()  # version 1 = weights after 2 updates; now at 2 -> lag 0
+    assert ln.report.lag_histogram == {0: 8, 1: 4}
+    assert ln.version == 1 and ln.report.broadcasts == 2
+
+
+# -------------------------------------------------------- threads backend
+def _run_threads(env_fn: object = CountingEnv, upd: RecordingUpdate | None = None, **kw: object):
+    base = {"num_actors": 2, "num_steps": 16, "total_env_steps": 16 * 2 * 6, "chunk_steps": 5}
+    cfg = ActorLearnerConfig(**{**base, **kw})
+    upd = upd or RecordingUpdate()
+    policy, report = run(
+        env_fn, cfg, PPO, backend="threads", policy_fn=linear_policy_fn, _update_fn=upd
+    )
+    return policy, report, upd
+
+
+def _column_stream(upd: RecordingUpdate, n_cols: int, col: int) -> np.ndarray:
+    return np.concatenate([b.obs.reshape(-1, n_cols, 2)[:, col, 0] for b in upd.batches])
+
+
+def test_threads_rollouts_are_complete_and_ordered() -> None:
+    before = set(threading.enumerate())
+    _, rep, upd = _run_threads(broadcast_every=2)
+    assert rep.updates == 6 and rep.env_steps == 6 * 32
+    for col in range(2):
+        # env step counter per column: +1 after a valid row, +0 after a reset row
+        valid = np.concatenate([b.valid.reshape(-1, 2)[:, col] for b in upd.batches])
+        t = _column_stream(upd, 2, col)
+        np.testing.assert_array_equal(np.diff(t), valid[:-1].astype(float))
+        assert t[0] == 0
+    assert sum(a.steps_consumed for a in rep.actors) == rep.env_steps
+    assert rep.broadcasts == 1 + 6 // 2 and rep.last_version == 3
+    assert sum(rep.lag_histogram.values()) == rep.env_steps
+    assert max(rep.lag_histogram) <= 2 * 2  # the valve bounds the lag
+    assert rep.episodes == len(rep.episode_returns) > 0
+    assert all(r == 10.0 for r in rep.episode_returns)
+    assert set(threading.enumerate()) == before  # every actor thread joined
+
+
+def test_threads_restart_after_exception(tmp_path: object) -> None:
+    env_fn = functools.partial(counting_env, 20, "raise", str(tmp_path) + "/m")
+    _, rep, upd = _run_threads(env_fn)
+    assert rep.updates == 6
+    assert rep.actor_restarts == 1
+    failed = [a for a in rep.actors if a.restarts]
+    assert len(failed) == 1 and "injected env failure" in failed[0].last_error
+    assert failed[0].steps_discarded > 0
+    assert failed[0].steps_consumed == 6 * 16  # training completed with both columns
+
+
+def test_threads_failure_exhausts_restarts() -> None:
+    env_fn = functools.partial(counting_env, 3, "raise")  # every incarnation fails
+    with pytest.raises(ActorFailedError, match="max_actor_restarts=1"):
+        _run_threads(env_fn, max_actor_restarts=1, on_actor_failure="fail")
+    with pytest.raises(ActorFailedError, match="no actor is left"):
+        _run_threads(env_fn, max_actor_restarts=0, on_actor_failure="continue")
+
+
+def test_run_argument_errors() -> None:
+    with pytest.raises(ValueError, match="backend must be one of"):
+        run(CountingEnv, ActorLearnerConfig(), PPO, backend="gpu")
+    with pytest.raises(TypeError, match="config must be an ActorLearnerConfig"):
+        run(CountingEnv, {"num_actors": 2}, PPO)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="normalize_obs must be False"):
+        run(CountingEnv, ActorLearnerConfig(), PPOConfig(normalize_obs=True))
+    with pytest.raises(TypeError, match="env_fn must be a callable"):
+        run(42, ActorLearnerConfig(), PPO)
+    with pytest.raises(ValueError, match="batch_size"):
+        run(CountingEnv, ActorLearnerConfig(num_actors=1, num_steps=8, total_env_steps=8), PPO)
+
+
+def test_ray_backend_without_ray_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    from fastppo.actor_learner import ray_backend
+
+    with pytest.raises(ImportError, match=r'pip install "fastppo\[ray\]"'):
+        ray_backend.require_ray()
