@@ -1,0 +1,623 @@
+"""Numba kernels for the MLP actor-critic: forward, manual backward, PPO loss, Adam.
+
+Everything here works on ONE flat float64 parameter vector. A stack of dense
+layers is described by an int64 ``layout`` array with one row per layer,
+``(n_in, n_out, w_offset, b_offset)``; the weight of a layer is the row-major
+``[n_in, n_out]`` block ``params[w_offset : w_offset + n_in * n_out]`` and its bias
+``params[b_offset : b_offset + n_out]``. Hidden layers apply the activation
+(0 = tanh, 1 = relu); the last layer of a stack is linear.
+
+Weights are stored ``[n_in, n_out]`` (the transpose of torch's ``[out, in]``) so
+that both the forward product and the weight gradient are ``axpy`` loops over a
+contiguous row, which LLVM vectorises without reassociation. Only the
+input-gradient dot products need reassociation to vectorise; the kernels opt
+into ``FASTMATH_SAFE`` for that (NaN/inf semantics are kept, so a NaN in the
+inputs still shows up as a non-finite gradient norm and the step is skipped).
+
+All arithmetic is float64: these networks are small (tens of thousands of
+weights), so width costs little, and float64 lets the tests check every
+gradient against central finite differences to ~1e-7.
+
+Activations for a minibatch of ``nb`` rows live in a flat scratch vector:
+layer ``l``'s output for row ``b`` starts at ``sum_{k<l} nb * n_out_k + b * n_out_l``.
+The caller owns all scratch and output buffers; nothing is allocated here.
+
+Head codes: 0 = (multi-)categorical over ``nvec`` (Discrete is ``nvec = [n]``),
+1 = diagonal Gaussian, 2 = tanh-squashed diagonal Gaussian. Gaussian heads take
+a state-independent ``log_std`` at ``params[ls_off : ls_off + A]``, clamped to
+``[ls_lo, ls_hi]`` in the forward pass (no gradient when the clamp is active).
+
+References
+----------
+Schulman et al., "Proximal Policy Optimization Algorithms", arXiv 1707.06347.
+Kingma & Ba, "Adam: A Method for Stochastic Optimization", arXiv 1412.6980.
+Haarnoja et al., "Soft Actor-Critic", arXiv 1801.01290 (tanh-squash correction).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fastppo._jit import FASTMATH_SAFE, kernel
+
+ACT_TANH = 0
+ACT_RELU = 1
+HEAD_CATEGORICAL = 0
+HEAD_GAUSSIAN = 1
+HEAD_SQUASHED = 2
+
+# Slots of the per-minibatch statistics vector written by ``minibatch_loss_grad``.
+ST_LOSS, ST_PG, ST_VF, ST_ENT, ST_KL, ST_OLD_KL, ST_CLIPFRAC, ST_N = range(8)
+N_MB_STATS = 8
+# Slots of the whole-update statistics vector written by ``ppo_update_kernel``.
+(
+    U_PG,
+    U_VF,
+    U_ENT,
+    U_KL,
+    U_OLD_KL,
+    U_CLIPFRAC,
+    U_LOSS,
+    U_GRAD_NORM,
+    U_N_EVAL,
+    U_N_STEPS,
+    U_N_SKIPPED,
+    U_EPOCHS,
+    U_EARLY_STOP,
+    U_LAST_KL,
+) = range(14)
+N_UPDATE_STATS = 14
+# Slots of the hyperparameter vector (negative = feature off where noted).
+(
+    H_CLIP,
+    H_CLIP_VF,  # < 0: no value clipping
+    H_ENT,
+    H_VF,
+    H_NORM_ADV,  # 0 or 1
+    H_LS_LO,
+    H_LS_HI,
+    H_LR,
+    H_BETA1,
+    H_BETA2,
+    H_EPS,
+    H_MAX_GRAD_NORM,  # <= 0: no clipping
+    H_TARGET_KL,  # <= 0: no early stop
+) = range(13)
+N_HYPER = 13
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG2 = math.log(2.0)
+# The log-ratio is clamped before exp so a stale or poisoned log-prob cannot
+# overflow the ratio to inf (exp(20) ~ 5e8 is already far outside any clip range).
+_LOGRATIO_MAX = 20.0
+# Squashed actions are stored after tanh; atanh needs them strictly inside (-1, 1).
+_ATANH_LIMIT = 1.0 - 1e-7
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover - compiled
+    """Forward rows ``x[idx[i0 : i0 + nb]]`` through one stack; returns the output offset."""
+    n_layers = layout.shape[0]
+    off_in = 0
+    off = 0
+    for l in range(n_layers):
+        n_in = layout[l, 0]
+        n_out = layout[l, 1]
+        w = layout[l, 2]
+        bias = params[layout[l, 3] : layout[l, 3] + n_out]
+        for b in range(nb):
+            # Row slices indexed from a range start at 0, so Numba emits no
+            # negative-index wraparound and LLVM vectorises the axpy loops.
+            hrow = h[off + b * n_out : off + (b + 1) * n_out]
+            for j in range(n_out):
+                hrow[j] = bias[j]
+            r = idx[i0 + b]
+            for i in range(n_in):
+                xi = x[r, i] if l == 0 else h[off_in + b * n_in + i]
+                wrow = params[w + i * n_out : w + (i + 1) * n_out]
+                for j in range(n_out):
+                    hrow[j] += xi * wrow[j]
+            if l < n_layers - 1:
+                if act == ACT_TANH:
+                    for j in range(n_out):
+                        hrow[j] = math.tanh(hrow[j])
+                else:
+                    for j in range(n_out):
+                        hrow[j] = max(hrow[j], 0.0)
+        off_in = off
+        off += nb * n_out
+    return off_in
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def stack_backward(params, layout, act, x, idx, i0, nb, h, dz, dprev, grad):  # pragma: no cover
+    """Backpropagate ``dz`` (d loss / d stack output, ``[nb, n_out_last]`` flat) into ``grad``.
+
+    ``h`` must hold the activations of the matching ``stack_forward`` call;
+    ``dz`` and ``dprev`` are scratch of at least ``nb * max_width`` and are
+    overwritten. Gradients are accumulated (``+=``) into ``grad``.
+    """
+    n_layers = layout.shape[0]
+    off = 0
+    for l in range(n_layers):
+        off += nb * layout[l, 1]
+    cur = dz
+    prv = dprev
+    for l in range(n_layers - 1, -1, -1):
+        n_in = layout[l, 0]
+        n_out = layout[l, 1]
+        w = layout[l, 2]
+        gbias = grad[layout[l, 3] : layout[l, 3] + n_out]
+        off -= nb * n_out
+        off_in = off - nb * n_in
+        for b in range(nb):
+            drow = cur[b * n_out : (b + 1) * n_out]
+            for j in range(n_out):
+                gbias[j] += drow[j]
+            r = idx[i0 + b]
+            for i in range(n_in):
+                xi = x[r, i] if l == 0 else h[off_in + b * n_in + i]
+                grow = grad[w + i * n_out : w + (i + 1) * n_out]
+                for j in range(n_out):
+                    grow[j] += xi * drow[j]
+        if l > 0:
+            for b in range(nb):
+                drow = cur[b * n_out : (b + 1) * n_out]
+                hin = h[off_in + b * n_in : off_in + (b + 1) * n_in]
+                prow = prv[b * n_in : (b + 1) * n_in]
+                for i in range(n_in):
+                    wrow = params[w + i * n_out : w + (i + 1) * n_out]
+                    s = 0.0
+                    for j in range(n_out):
+                        s += drow[j] * wrow[j]
+                    hv = hin[i]
+                    if act == ACT_TANH:
+                        s *= 1.0 - hv * hv
+                    elif hv <= 0.0:
+                        s = 0.0
+                    prow[i] = s
+            cur, prv = prv, cur
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def head_row(
+    params,
+    out,
+    o,
+    head,
+    nvec,
+    ls_off,
+    ls_lo,
+    ls_hi,
+    act_i,
+    act_f,
+    r,
+    g_logp,
+    g_ent,
+    dz,
+    dz_off,
+    want_grad,
+    grad,
+):  # pragma: no cover - compiled
+    """Log-prob and entropy of row ``r``'s stored action under the head output ``out[o:]``.
+
+    With ``want_grad``, writes ``g_logp * dlogp/dout + g_ent * dH/dout`` to
+    ``dz[dz_off : dz_off + n_out]`` and adds the log_std part to ``grad``.
+
+    Categorical (per component ``c`` with logits ``z``): ``logp = z_a - lse(z)``,
+    ``dlogp/dz_i = [i = a] - p_i``; ``H = -sum p log p``, ``dH/dz_i = -p_i (log p_i + H)``.
+    Gaussian: ``logp = sum_d -z_d^2/2 - s_d - log(2 pi)/2`` with ``z = (a - mu)/sigma``,
+    ``dlogp/dmu = z / sigma``, ``dlogp/ds = z^2 - 1``; ``H = sum_d s_d + (1 + log 2 pi)/2``.
+    Squashed: the Gaussian term at ``u = atanh(a)`` minus ``log(1 - tanh(u)^2)``, written
+    stably as ``2 (log 2 - u - softplus(-2u))``; the correction does not depend on the
+    parameters. Its entropy is reported as the pre-squash Gaussian entropy (the squashed
+    one has no closed form), as in common PPO implementations.
+    """
+    logp = 0.0
+    ent = 0.0
+    if head == HEAD_CATEGORICAL:
+        base = 0
+        for c in range(nvec.shape[0]):
+            n = nvec[c]
+            m = out[o + base]
+            for i in range(1, n):
+                if out[o + base + i] > m:
+                    m = out[o + base + i]
+            s = 0.0
+            for i in range(n):
+                s += math.exp(out[o + base + i] - m)
+            lse = m + math.log(s)
+            a = act_i[r, c]
+            logp += out[o + base + a] - lse
+            hc = 0.0
+            for i in range(n):
+                lp = out[o + base + i] - lse
+                hc -= math.exp(lp) * lp
+            ent += hc
+            if want_grad:
+                for i in range(n):
+                    lp = out[o + base + i] - lse
+                    p = math.exp(lp)
+                    g = -g_logp * p - g_ent * p * (lp + hc)
+                    if i == a:
+                        g += g_logp
+                    dz[dz_off + base + i] = g
+            base += n
+    else:
+        n_act = act_f.shape[1]
+        for d in range(n_act):
+            raw = params[ls_off + d]
+            s = min(max(raw, ls_lo), ls_hi)
+            sigma = math.exp(s)
+            a = act_f[r, d]
+            if head == HEAD_SQUASHED:
+                a = min(max(a, -_ATANH_LIMIT), _ATANH_LIMIT)
+                u = math.atanh(a)
+            else:
+                u = a
+            z = (u - out[o + d]) / sigma
+            logp += -0.5 * z * z - s - _HALF_LOG_2PI
+            if head == HEAD_SQUASHED:
+                t = -2.0 * u
+                softplus = max(t, 0.0) + math.log1p(math.exp(-abs(t)))
+                logp -= 2.0 * (_LOG2 - u - softplus)
+            ent += s + 0.5 + _HALF_LOG_2PI
+            if want_grad:
+                dz[dz_off + d] = g_logp * z / sigma
+                if ls_lo <= raw <= ls_hi:
+                    grad[ls_off + d] += g_logp * (z * z - 1.0) + g_ent
+    return logp, ent
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def minibatch_loss_grad(
+    params,
+    a_layout,
+    c_layout,
+    act,
+    head,
+    nvec,
+    ls_off,
+    obs,
+    act_i,
+    act_f,
+    old_logp,
+    adv,
+    ret,
+    old_val,
+    valid,
+    idx,
+    i0,
+    nb,
+    hyp,
+    ha,
+    hc,
+    dz,
+    dprev,
+    grad,
+    stats,
+):  # pragma: no cover - compiled
+    """PPO loss of rows ``idx[i0 : i0 + nb]`` and its exact gradient (overwrites ``grad``).
+
+    ``loss = L_clip - ent_coef * H + vf_coef * L_vf`` averaged over the valid rows:
+    ``L_clip = mean max(-A r, -A clip(r, 1 - eps, 1 + eps))`` with
+    ``r = exp(clamp(logp - logp_old, -20, 20))``; ``L_vf = 0.5 mean (V - R)^2``, or with
+    value clipping ``0.5 mean max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2)``.
+    Advantages are normalised over the minibatch's valid rows when ``hyp[H_NORM_ADV]``:
+    ``(A - mean) / (std + 1e-8)`` (sample std), centred only when the std is ~0, and
+    all zero when the mean or variance is not finite. Gradients at ties of the max
+    are split as in torch, which gives the same values as the branch rule used here.
+
+    Writes ``stats[ST_*]``; returns the number of valid rows.
+    """
+    n_params = params.shape[0]
+    for k in range(n_params):
+        grad[k] = 0.0
+    for k in range(N_MB_STATS):
+        stats[k] = 0.0
+    n = 0
+    for b in range(nb):
+        if valid[idx[i0 + b]]:
+            n += 1
+    if n == 0:
+        return 0
+    inv_n = 1.0 / n
+
+    # Advantage normalisation: two passes over the valid rows (mean, then variance).
+    a_mean = 0.0
+    a_scale = 1.0
+    a_zero = False
+    if hyp[H_NORM_ADV] != 0.0:
+        for b in range(nb):
+            r = idx[i0 + b]
+            if valid[r]:
+                a_mean += adv[r]
+        a_mean *= inv_n
+        var = 0.0
+        for b in range(nb):
+            r = idx[i0 + b]
+            if valid[r]:
+                d = adv[r] - a_mean
+                var += d * d
+        var = var / (n - 1) if n > 1 else 0.0
+        if not (math.isfinite(a_mean) and math.isfinite(var)):
+            a_zero = True
+        else:
+            std = math.sqrt(var)
+            # A constant minibatch would divide rounding noise by ~1e-8; centring
+            # alone gives the exact answer (zero advantages) instead.
+            if std > 1e-8 + 1e-6 * abs(a_mean):
+                a_scale = 1.0 / (std + 1e-8)
+
+    clip = hyp[H_CLIP]
+    clip_vf = hyp[H_CLIP_VF]
+    ent_coef = hyp[H_ENT]
+    vf_coef = hyp[H_VF]
+    ls_lo = hyp[H_LS_LO]
+    ls_hi = hyp[H_LS_HI]
+
+    # Critic first: its backward pass uses the scratch the actor needs afterwards.
+    vo = stack_forward(params, c_layout, act, obs, idx, i0, nb, hc)
+    v_loss = 0.0
+    for b in range(nb):
+        r = idx[i0 + b]
+        if not valid[r]:
+            dz[b] = 0.0
+            continue
+        v = hc[vo + b]
+        e1 = v - ret[r]
+        if clip_vf >= 0.0:
+            dv = v - old_val[r]
+            dvc = min(max(dv, -clip_vf), clip_vf)
+            e2 = old_val[r] + dvc - ret[r]
+            if e1 * e1 >= e2 * e2:
+                v_loss += e1 * e1
+                g = e1
+            else:
+                v_loss += e2 * e2
+                g = e2 if -clip_vf <= dv <= clip_vf else 0.0
+        else:
+            v_loss += e1 * e1
+            g = e1
+        dz[b] = vf_coef * inv_n * g
+    stack_backward(params, c_layout, act, obs, idx, i0, nb, hc, dz, dprev, grad)
+
+    ao = stack_forward(params, a_layout, act, obs, idx, i0, nb, ha)
+    n_out = a_layout[a_layout.shape[0] - 1, 1]
+    pg_loss = 0.0
+    ent_sum = 0.0
+    kl = 0.0
+    old_kl = 0.0
+    clipped = 0.0
+    g_ent = -ent_coef * inv_n
+    for b in range(nb):
+        r = idx[i0 + b]
+        o = ao + b * n_out
+        if not valid[r]:
+            for j in range(n_out):
+                dz[b * n_out + j] = 0.0
+            continue
+        if a_zero:
+            a = 0.0
+        else:
+            a = (adv[r] - a_mean) * a_scale
+        # First pass: log-prob only, to get the ratio that scales the gradient.
+        logp, ent = head_row(
+            params, ha, o, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, r, 0.0, 0.0,
+            dz, 0, False, grad,
+        )  # fmt: skip
+        lr = logp - old_logp[r]
+        lrc = min(max(lr, -_LOGRATIO_MAX), _LOGRATIO_MAX)
+        ratio = math.exp(lrc)
+        pg1 = -a * ratio
+        rc = min(max(ratio, 1.0 - clip), 1.0 + clip)
+        pg2 = -a * rc
+        if pg1 >= pg2:
+            pg_loss += pg1
+            d_ratio = -a
+        else:
+            # pg2 > pg1 implies rc != ratio: the clamp is active, no gradient.
+            pg_loss += pg2
+            d_ratio = 0.0
+        if -_LOGRATIO_MAX < lr < _LOGRATIO_MAX:
+            g_logp = d_ratio * ratio * inv_n
+        else:
+            g_logp = 0.0
+        ent_sum += ent
+        kl += (ratio - 1.0) - lrc
+        old_kl -= lrc
+        if abs(ratio - 1.0) > clip:
+            clipped += 1.0
+        # dz rows for this b: head_row writes the head gradient into dz[b*n_out:].
+        head_row(
+            params, ha, o, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, r, g_logp, g_ent,
+            dz, b * n_out, True, grad,
+        )  # fmt: skip
+    stack_backward(params, a_layout, act, obs, idx, i0, nb, ha, dz, dprev, grad)
+
+    stats[ST_PG] = pg_loss * inv_n
+    stats[ST_VF] = 0.5 * v_loss * inv_n
+    stats[ST_ENT] = ent_sum * inv_n
+    stats[ST_KL] = kl * inv_n
+    stats[ST_OLD_KL] = old_kl * inv_n
+    stats[ST_CLIPFRAC] = clipped * inv_n
+    stats[ST_N] = n
+    stats[ST_LOSS] = stats[ST_PG] - ent_coef * stats[ST_ENT] + vf_coef * stats[ST_VF]
+    return n
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # pragma: no cover
+    """Global-norm clipping then one Adam step, in place; returns the pre-clip norm.
+
+    ``g <- g * min(1, max_norm / (||g|| + 1e-6))`` (torch ``clip_grad_norm_``), then
+    ``m <- b1 m + (1 - b1) g``, ``v <- b2 v + (1 - b2) g^2``,
+    ``p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`` (torch's form of
+    Kingma & Ba's bias correction). A non-finite norm leaves params, moments and
+    ``t[0]`` untouched: one poisoned minibatch must not destroy the weights.
+    """
+    s = 0.0
+    for i in range(grad.shape[0]):
+        s += grad[i] * grad[i]
+    norm = math.sqrt(s)
+    if not math.isfinite(norm):
+        return norm
+    coef = 1.0
+    if max_norm > 0.0:
+        c = max_norm / (norm + 1e-6)
+        if c < 1.0:
+            coef = c
+    step = t[0] + 1
+    t[0] = step
+    bc1 = 1.0 - beta1**step
+    bc2 = math.sqrt(1.0 - beta2**step)
+    step_size = lr / bc1
+    for i in range(params.shape[0]):
+        g = grad[i] * coef
+        mi = beta1 * m[i] + (1.0 - beta1) * g
+        vi = beta2 * v[i] + (1.0 - beta2) * g * g
+        m[i] = mi
+        v[i] = vi
+        params[i] -= step_size * mi / (math.sqrt(vi) / bc2 + eps)
+    return norm
+
+
+@kernel
+def ppo_update_kernel(
+    params,
+    a_layout,
+    c_layout,
+    act,
+    head,
+    nvec,
+    ls_off,
+    obs,
+    act_i,
+    act_f,
+    old_logp,
+    adv,
+    ret,
+    old_val,
+    valid,
+    perm,
+    mb_size,
+    hyp,
+    m,
+    v,
+    t,
+    ha,
+    hc,
+    dz,
+    dprev,
+    grad,
+    mb_stats,
+    out,
+):  # pragma: no cover - compiled
+    """All epochs of one PPO update in one call: ``perm[e]`` orders the rows of epoch ``e``.
+
+    Per minibatch: loss and gradient, SB3's early stop (before the step) when
+    ``approx_kl > 1.5 * target_kl``, then clipping and Adam. Sums of the minibatch
+    statistics go to ``out[U_*]`` (the caller divides by ``out[U_N_EVAL]``).
+    """
+    n_epochs = perm.shape[0]
+    n_rows = perm.shape[1]
+    for k in range(N_UPDATE_STATS):
+        out[k] = 0.0
+    target_kl = hyp[H_TARGET_KL]
+    for e in range(n_epochs):
+        stop = False
+        for start in range(0, n_rows, mb_size):
+            nb = min(mb_size, n_rows - start)
+            n = minibatch_loss_grad(
+                params, a_layout, c_layout, act, head, nvec, ls_off, obs, act_i, act_f,
+                old_logp, adv, ret, old_val, valid, perm[e], start, nb, hyp, ha, hc, dz,
+                dprev, grad, mb_stats,
+            )  # fmt: skip
+            if n == 0:
+                continue
+            out[U_PG] += mb_stats[ST_PG]
+            out[U_VF] += mb_stats[ST_VF]
+            out[U_ENT] += mb_stats[ST_ENT]
+            out[U_KL] += mb_stats[ST_KL]
+            out[U_OLD_KL] += mb_stats[ST_OLD_KL]
+            out[U_CLIPFRAC] += mb_stats[ST_CLIPFRAC]
+            out[U_LOSS] += mb_stats[ST_LOSS]
+            out[U_N_EVAL] += 1.0
+            out[U_LAST_KL] = mb_stats[ST_KL]
+            if target_kl > 0.0 and mb_stats[ST_KL] > 1.5 * target_kl:
+                out[U_EARLY_STOP] = 1.0
+                stop = True
+                break
+            norm = clip_adam_step(
+                params, grad, m, v, t, hyp[H_LR], hyp[H_BETA1], hyp[H_BETA2], hyp[H_EPS],
+                hyp[H_MAX_GRAD_NORM],
+            )  # fmt: skip
+            if math.isfinite(norm):
+                out[U_GRAD_NORM] += norm
+                out[U_N_STEPS] += 1.0
+            else:
+                out[U_N_SKIPPED] += 1.0
+        out[U_EPOCHS] += 1.0
+        if stop:
+            break
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def policy_forward(
+    params,
+    a_layout,
+    c_layout,
+    act,
+    obs,
+    idx,
+    nb,
+    ha,
+    hc,
+    want_actor,
+    want_value,
+    out_actor,
+    out_value,
+):  # pragma: no cover - compiled
+    """Actor head outputs ``[nb, n_out]`` and/or values ``[nb]`` for rows ``obs[idx[:nb]]``."""
+    if want_actor:
+        ao = stack_forward(params, a_layout, act, obs, idx, 0, nb, ha)
+        n_out = out_actor.shape[1]
+        for b in range(nb):
+            for j in range(n_out):
+                out_actor[b, j] = ha[ao + b * n_out + j]
+    if want_value:
+        vo = stack_forward(params, c_layout, act, obs, idx, 0, nb, hc)
+        for b in range(nb):
+            out_value[b] = hc[vo + b]
+
+
+@kernel(fastmath=FASTMATH_SAFE)
+def policy_evaluate(
+    params, a_layout, c_layout, act, head, nvec, ls_off, ls_lo, ls_hi, obs, act_i, act_f, idx,
+    nb, ha, hc, dz, out_logp, out_ent, out_value,
+):  # pragma: no cover - compiled  # fmt: skip
+    """Log-probs, entropies and values of stored actions (no gradient)."""
+    ao = stack_forward(params, a_layout, act, obs, idx, 0, nb, ha)
+    n_out = a_layout[a_layout.shape[0] - 1, 1]
+    for b in range(nb):
+        logp, ent = head_row(
+            params, ha, ao + b * n_out, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f,
+            idx[b], 0.0, 0.0, dz, 0, False, dz,
+        )  # fmt: skip
+        out_logp[b] = logp
+        out_ent[b] = ent
+    vo = stack_forward(params, c_layout, act, obs, idx, 0, nb, hc)
+    for b in range(nb):
+        out_value[b] = hc[vo + b]
+
+
+def empty_int_actions() -> np.ndarray:
+    """Placeholder ``act_i`` for continuous heads (kernels need a typed array)."""
+    return np.zeros((1, 1), dtype=np.int64)
+
+
+def empty_float_actions() -> np.ndarray:
+    """Placeholder ``act_f`` for discrete heads."""
+    return np.zeros((1, 1), dtype=np.float64)

@@ -1,0 +1,459 @@
+"""MLP actor-critic, orthogonal init and Adam: forward against numpy, gradients against
+central finite differences (float64), Adam against a hand computation, error rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fastppo.nn import ActorCritic, Adam, orthogonal
+from fastppo.ppo import PPOConfig, RolloutBatch, loss_and_grad
+
+gym = pytest.importorskip("gymnasium")
+spaces = gym.spaces
+
+
+# ---------------------------------------------------------------- helpers
+def make_policy(kind: str, activation: str = "tanh", seed: int = 1) -> ActorCritic:
+    if kind == "discrete":
+        p = ActorCritic(
+            (4,), "discrete", nvec=[3], hidden_sizes=(5, 6), activation=activation, seed=seed
+        )
+    elif kind == "multi":
+        p = ActorCritic(
+            (2, 2),
+            "multi_discrete",
+            nvec=[2, 3],
+            hidden_sizes=(5,),
+            activation=activation,
+            seed=seed,
+        )
+    else:
+        p = ActorCritic(
+            (4,),
+            "continuous",
+            action_dim=2,
+            hidden_sizes=(5, 6),
+            activation=activation,
+            seed=seed,
+            squash=kind == "squash",
+            action_low=-1.0,
+            action_high=1.0,
+            log_std_init=-0.3,
+        )
+    # Perturb so no weight sits at its init symmetry (small policy output gain).
+    p.params[:] += np.random.default_rng(seed).normal(0, 0.3, p.n_params)
+    return p
+
+
+def random_actions(kind: str, rng: np.random.Generator, b: int) -> np.ndarray:
+    if kind == "discrete":
+        return rng.integers(0, 3, b)
+    if kind == "multi":
+        return np.stack([rng.integers(0, 2, b), rng.integers(0, 3, b)], 1)
+    if kind == "gauss":
+        return rng.normal(size=(b, 2))
+    return np.tanh(rng.normal(size=(b, 2)))
+
+
+def random_batch(p: ActorCritic, kind: str, rng: np.random.Generator, b: int = 12) -> RolloutBatch:
+    obs = rng.normal(size=(b, *p.obs_shape))
+    a = random_actions(kind, rng, b)
+    lp, _, v = p.evaluate(obs, a)
+    valid = rng.random(b) > 0.2
+    valid[0] = True
+    return RolloutBatch(
+        obs=obs,
+        actions=a,
+        # Old log-probs far enough off that some ratios are clipped.
+        logp=lp + rng.normal(0, 0.3, b),
+        advantages=rng.normal(size=b),
+        returns=rng.normal(size=b),
+        values=v + rng.normal(0, 0.2, b),
+        valid=valid,
+    )
+
+
+def numpy_forward(p: ActorCritic, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    act = np.tanh if p.activation == "tanh" else (lambda z: np.maximum(z, 0.0))
+    outs = []
+    for layers in (p.actor_layers, p.critic_layers):
+        h = obs.reshape(obs.shape[0], -1)
+        for i, (w, b) in enumerate(layers):
+            h = h @ w + b
+            if i < len(layers) - 1:
+                h = act(h)
+        outs.append(h)
+    return outs[0], outs[1][:, 0]
+
+
+def fd_grad(p: ActorCritic, batch: RolloutBatch, cfg: PPOConfig, eps: float = 1e-6) -> np.ndarray:
+    base = p.params.copy()
+    g = np.zeros_like(base)
+    for i in range(base.size):
+        p.params[:] = base
+        p.params[i] += eps
+        lp = loss_and_grad(p, batch, cfg)[0]
+        p.params[:] = base
+        p.params[i] -= eps
+        lm = loss_and_grad(p, batch, cfg)[0]
+        g[i] = (lp - lm) / (2 * eps)
+    p.params[:] = base
+    return g
+
+
+# ---------------------------------------------------------------- init
+def test_orthogonal_rows_or_columns_are_orthonormal_times_gain():
+    rng = np.random.default_rng(0)
+    w = orthogonal(4, 64, math.sqrt(2), rng)  # torch layout [64, 4]: columns orthonormal
+    assert w.shape == (4, 64)
+    np.testing.assert_allclose(w @ w.T, 2.0 * np.eye(4), atol=1e-12)
+    w = orthogonal(64, 2, 0.01, rng)
+    np.testing.assert_allclose(w.T @ w, 1e-4 * np.eye(2), atol=1e-15)
+
+
+def test_init_gains_and_zero_biases_and_views_share_params():
+    p = ActorCritic((4,), "discrete", nvec=[2], hidden_sizes=(64, 64), seed=3)
+    (w0, b0), (w1, b1), (w2, b2) = p.actor_layers
+    np.testing.assert_allclose(w0 @ w0.T, 2.0 * np.eye(4), atol=1e-12)
+    np.testing.assert_allclose(w1.T @ w1, 2.0 * np.eye(64), atol=1e-12)
+    np.testing.assert_allclose(w2.T @ w2, 1e-4 * np.eye(2), atol=1e-15)
+    wv = p.critic_layers[-1][0]
+    np.testing.assert_allclose(wv.T @ wv, np.eye(1), atol=1e-12)
+    assert not any(b.any() for _, b in p.actor_layers + p.critic_layers)
+    for w, b in p.actor_layers + p.critic_layers:
+        assert np.shares_memory(w, p.params) and np.shares_memory(b, p.params)
+    assert p.n_params == sum(w.size + b.size for w, b in p.actor_layers + p.critic_layers)
+    # Same seed, same weights; another seed, other weights.
+    assert np.array_equal(ActorCritic((4,), "discrete", nvec=[2], seed=3).params, p.params)
+    assert not np.array_equal(ActorCritic((4,), "discrete", nvec=[2], seed=4).params, p.params)
+
+
+def test_gaussian_log_std_lives_in_params():
+    p = ActorCritic((3,), "continuous", action_dim=2, seed=0, log_std_init=-0.5)
+    assert p.log_std is not None and np.shares_memory(p.log_std, p.params)
+    assert np.all(p.log_std == -0.5)
+
+
+# ---------------------------------------------------------------- forward
+@pytest.mark.parametrize("kind", ["discrete", "multi", "gauss"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_forward_matches_numpy(kind, activation):
+    p = make_policy(kind, activation)
+    obs = np.random.default_rng(1).normal(size=(7, *p.obs_shape))
+    want_out, want_v = numpy_forward(p, obs)
+    np.testing.assert_allclose(p.head_outputs(obs), want_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(p.value(obs), want_v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        p.value(obs.astype(np.float32)),
+        numpy_forward(p, obs.astype(np.float32).astype(np.float64))[1],
+        rtol=1e-12,
+    )
+
+
+def test_evaluate_categorical_matches_numpy():
+    p = make_policy("multi")
+    rng = np.random.default_rng(2)
+    obs = rng.normal(size=(9, 2, 2))
+    a = random_actions("multi", rng, 9)
+    logp, ent, v = p.evaluate(obs, a)
+    logits, want_v = numpy_forward(p, obs)
+    want_lp = np.zeros(9)
+    want_h = np.zeros(9)
+    for lo, hi, c in ((0, 2, 0), (2, 5, 1)):
+        z = logits[:, lo:hi]
+        lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+        lps = z - lse[:, None]
+        want_lp += lps[np.arange(9), a[:, c]]
+        want_h -= (np.exp(lps) * lps).sum(1)
+    np.testing.assert_allclose(logp, want_lp, rtol=1e-12)
+    np.testing.assert_allclose(ent, want_h, rtol=1e-12)
+    np.testing.assert_allclose(v, want_v, rtol=1e-12)
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_evaluate_gaussian_matches_numpy(squash):
+    p = make_policy("squash" if squash else "gauss")
+    rng = np.random.default_rng(3)
+    obs = rng.normal(size=(6, 4))
+    u = rng.normal(size=(6, 2))
+    a = np.tanh(u) if squash else u
+    logp, ent, _ = p.evaluate(obs, a)
+    mean, _ = numpy_forward(p, obs)
+    s = np.clip(p.log_std, p.log_std_min, p.log_std_max)
+    z = (u - mean) / np.exp(s)
+    want = (-0.5 * z**2 - s - 0.5 * np.log(2 * np.pi)).sum(1)
+    if squash:
+        want -= np.log(1 - np.tanh(u) ** 2).sum(1)
+    np.testing.assert_allclose(logp, want, rtol=1e-7)
+    np.testing.assert_allclose(
+        ent, (s + 0.5 + 0.5 * np.log(2 * np.pi)).sum() * np.ones(6), rtol=1e-12
+    )
+
+
+def test_log_std_is_clamped_in_forward():
+    p = ActorCritic((2,), "continuous", action_dim=1, seed=0, log_std_min=-1.0, log_std_max=0.5)
+    p.log_std[:] = 3.0
+    obs = np.zeros((1, 2))
+    _, ent, _ = p.evaluate(obs, np.zeros((1, 1)))
+    assert ent[0] == pytest.approx(0.5 + 0.5 + 0.5 * math.log(2 * math.pi))
+
+
+# ---------------------------------------------------------------- gradients
+@pytest.mark.parametrize("kind", ["discrete", "multi", "gauss", "squash"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("clip_vf", [None, 0.1])
+def test_gradient_matches_central_differences(kind, activation, clip_vf):
+    rng = np.random.default_rng(hash((kind, activation, clip_vf)) % 2**32)
+    p = make_policy(kind, activation)
+    batch = random_batch(p, kind, rng)
+    cfg = PPOConfig(clip_range=0.2, clip_range_vf=clip_vf, ent_coef=0.05, vf_coef=0.7)
+    loss, g, stats = loss_and_grad(p, batch, cfg)
+    assert 0.0 < stats["losses/clipfrac"] < 1.0  # both branches of the clip are exercised
+    fd = fd_grad(p, batch, cfg)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7 * np.abs(g).max())
+    assert np.isfinite(loss)
+
+
+def test_gradient_without_advantage_normalisation_and_clamped_log_std():
+    rng = np.random.default_rng(5)
+    p = make_policy("gauss")
+    p.log_std[0] = 5.0  # beyond log_std_max = 2: clamped, no gradient
+    batch = random_batch(p, "gauss", rng)
+    cfg = PPOConfig(normalize_advantage=False, ent_coef=0.1)
+    _, g, _ = loss_and_grad(p, batch, cfg)
+    np.testing.assert_allclose(g, fd_grad(p, batch, cfg), rtol=1e-6, atol=1e-9)
+    assert g[p._ls_off] == 0.0
+
+
+def test_invalid_rows_do_not_change_loss_or_gradient():
+    rng = np.random.default_rng(6)
+    p = make_policy("discrete")
+    batch = random_batch(p, "discrete", rng)
+    cfg = PPOConfig()
+    l1, g1, _ = loss_and_grad(p, batch, cfg)
+    poisoned = RolloutBatch(**{**batch.__dict__})
+    poisoned.advantages = batch.advantages.copy()
+    poisoned.returns = batch.returns.copy()
+    poisoned.advantages[~batch.valid] = 1e30
+    poisoned.returns[~batch.valid] = np.nan
+    l2, g2, _ = loss_and_grad(p, poisoned, cfg)
+    assert l1 == l2
+    assert np.array_equal(g1, g2)
+
+
+def test_constant_and_poisoned_advantages_give_zero_policy_gradient():
+    rng = np.random.default_rng(7)
+    p = make_policy("discrete")
+    batch = random_batch(p, "discrete", rng)
+    batch.valid[:] = True
+    cfg = PPOConfig(ent_coef=0.0, vf_coef=0.0)
+    for adv in (np.full(12, 3.7), np.full(12, np.nan)):
+        batch.advantages = adv
+        loss, g, st = loss_and_grad(p, batch, cfg)
+        assert np.isfinite(loss) and np.all(np.isfinite(g))
+        assert st["losses/policy_loss"] == pytest.approx(0.0, abs=1e-12)
+        assert np.abs(g).max() < 1e-9
+
+
+# ---------------------------------------------------------------- Adam
+def test_adam_matches_hand_computation():
+    rng = np.random.default_rng(8)
+    n = 5
+    p = rng.normal(size=n)
+    p0 = p.copy()
+    opt = Adam(n, lr=0.1, betas=(0.8, 0.9), eps=1e-3)
+    grads = [rng.normal(size=n) for _ in range(3)]
+    for g in grads:
+        opt.step(p, g)
+    # Kingma & Ba with torch's placement of eps:
+    # p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    want2 = p0.copy()
+    m = np.zeros(n)
+    v = np.zeros(n)
+    for t, g in enumerate(grads, start=1):
+        m = 0.8 * m + 0.2 * g
+        v = 0.9 * v + 0.1 * g * g
+        want2 -= 0.1 / (1 - 0.8**t) * m / (np.sqrt(v) / math.sqrt(1 - 0.9**t) + 1e-3)
+    np.testing.assert_allclose(p, want2, rtol=1e-13)
+    assert opt.step_count == 3
+
+
+def test_adam_first_step_is_lr_times_sign():
+    p = np.zeros(3)
+    Adam(3, lr=0.01, eps=1e-12).step(p, np.array([2.0, -0.5, 1e-3]))
+    np.testing.assert_allclose(p, [-0.01, 0.01, -0.01], rtol=1e-6)
+
+
+def test_global_norm_clipping_and_skipped_step():
+    p = np.zeros(2)
+    opt = Adam(2, lr=1.0, eps=1e-12)
+    norm = opt.step(p, np.array([3.0, 4.0]), max_grad_norm=1.0)
+    assert norm == pytest.approx(5.0)
+    np.testing.assert_allclose(opt.m, 0.1 * np.array([3.0, 4.0]) / (5.0 + 1e-6), rtol=1e-12)
+    before = (p.copy(), opt.m.copy(), opt.v.copy(), opt.step_count)
+    norm = opt.step(p, np.array([np.nan, 1.0]), max_grad_norm=1.0)
+    assert not math.isfinite(norm)
+    assert np.array_equal(p, before[0]) and np.array_equal(opt.m, before[1])
+    assert np.array_equal(opt.v, before[2]) and opt.step_count == before[3]
+
+
+def test_adam_state_dict_round_trip():
+    rng = np.random.default_rng(9)
+    a = Adam(4, lr=0.01)
+    p = rng.normal(size=4)
+    a.step(p, rng.normal(size=4))
+    b = Adam(4, lr=0.5)
+    b.load_state_dict(a.state_dict())
+    g = rng.normal(size=4)
+    pa, pb = p.copy(), p.copy()
+    a.step(pa, g)
+    b.step(pb, g)
+    assert np.array_equal(pa, pb)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"n_params": 0}, ValueError, "Adam: n_params must be >= 1, got 0"),
+        ({"n_params": 3, "lr": -1.0}, ValueError, "Adam: lr must be in"),
+        ({"n_params": 3, "betas": (1.0, 0.9)}, ValueError, r"Adam: betas\[0\] must be in"),
+        ({"n_params": 3, "eps": 0.0}, ValueError, "Adam: eps must be"),
+        ({"n_params": 2.5}, TypeError, "Adam: n_params must be an int"),
+    ],
+)
+def test_adam_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        Adam(**kwargs)
+
+
+def test_adam_step_errors():
+    opt = Adam(3)
+    with pytest.raises(
+        ValueError, match=r"Adam.step: params must be shape \(3,\), got shape \(4,\)"
+    ):
+        opt.step(np.zeros(4), np.zeros(4))
+    with pytest.raises(TypeError, match=r"Adam\.step: grad must be a float64 ndarray"):
+        opt.step(np.zeros(3), np.zeros(3, np.float32))
+
+
+# ---------------------------------------------------------------- spaces and errors
+def test_from_spaces_heads():
+    box = spaces.Box(-1, 1, (3,), np.float32)
+    p = ActorCritic.from_spaces(box, spaces.Discrete(4, start=2))
+    assert p.kind == "discrete" and p.n_logits == 4
+    assert p.to_env(np.array([0, 3])).tolist() == [2, 5]
+    p = ActorCritic.from_spaces(box, spaces.MultiDiscrete([2, 5]))
+    assert p.kind == "multi_discrete" and p.n_logits == 7
+    p = ActorCritic.from_spaces(box, spaces.Box(-2, 2, (2,), np.float32), log_std_init=-1.0)
+    assert p.kind == "continuous" and np.all(p.log_std == -1.0)
+    np.testing.assert_array_equal(p.to_env(np.array([[3.0, -0.5]], np.float32)), [[2.0, -0.5]])
+    p = ActorCritic.from_spaces(box, spaces.Box(0, 4, (1,), np.float32), squash=True)
+    np.testing.assert_allclose(
+        p.to_env(np.array([[-1.0], [0.0], [1.0]], np.float32)), [[0], [2], [4]]
+    )
+
+
+@pytest.mark.parametrize(
+    ("obs_space", "act_space", "opts", "exc", "match"),
+    [
+        (
+            spaces.Dict({"a": spaces.Box(-1, 1, (2,))}),
+            spaces.Discrete(2),
+            {},
+            TypeError,
+            "ActorCritic.from_spaces: observation_space must be a gymnasium Box",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.MultiBinary(3),
+            {},
+            TypeError,
+            "action_space must be Discrete, MultiDiscrete or a 1-D Box",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.Box(-1, 1, (2, 2)),
+            {},
+            TypeError,
+            "action_space must be a 1-D Box",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.Discrete(2),
+            {"squash": True},
+            ValueError,
+            "head_options must be empty",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.Box(-1, 1, (2,)),
+            {"bogus": 1},
+            TypeError,
+            "head_options must be keys",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.Box(-np.inf, np.inf, (2,)),
+            {"squash": True},
+            ValueError,
+            "squash must be False when the action bounds are infinite",
+        ),
+        (
+            spaces.Box(-1, 1, (2,)),
+            spaces.Box(-1, 1, (2,)),
+            {"log_std_min": 1.0, "log_std_max": 0.0},
+            ValueError,
+            "log_std_min must be < log_std_max",
+        ),
+    ],
+)
+def test_from_spaces_errors(obs_space, act_space, opts, exc, match):
+    with pytest.raises(exc, match=match):
+        ActorCritic.from_spaces(obs_space, act_space, **opts)
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="ActorCritic: activation must be one of"):
+        ActorCritic((2,), "discrete", nvec=[2], activation="gelu")
+    with pytest.raises(
+        ValueError, match="ActorCritic: hidden_sizes must be a sequence of positive ints"
+    ):
+        ActorCritic((2,), "discrete", nvec=[2], hidden_sizes=(64, 0))
+    with pytest.raises(ValueError, match="ActorCritic: nvec must be positive category counts"):
+        ActorCritic((2,), "multi_discrete", nvec=[2, 0])
+
+
+def test_input_errors():
+    p = make_policy("discrete")
+    with pytest.raises(
+        ValueError, match=r"ActorCritic.value: obs must be shape \[N, 4\], got shape \(3, 5\)"
+    ):
+        p.value(np.zeros((3, 5)))
+    with pytest.raises(
+        ValueError, match=r"ActorCritic\.value: obs must be finite, got .*nan.* at index"
+    ):
+        p.value(np.array([[0.0, np.nan, 0.0, 0.0]]))
+    with pytest.raises(
+        ValueError, match=r"ActorCritic.evaluate: actions must be in \[0, 3\), got 3 at row 1"
+    ):
+        p.evaluate(np.zeros((2, 4)), np.array([0, 3]))
+    with pytest.raises(TypeError, match=r"ActorCritic\.evaluate: actions must be integer actions"):
+        p.evaluate(np.zeros((2, 4)), np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match=r"ActorCritic.set_params: flat must be shape"):
+        p.set_params(np.zeros(3))
+    with pytest.raises(ValueError, match=r"ActorCritic\.set_params: flat must be finite"):
+        p.set_params(np.full(p.n_params, np.inf))
+
+
+def test_get_set_params_copy_semantics():
+    p = make_policy("gauss")
+    q = make_policy("gauss", seed=2)
+    flat = p.get_params()
+    assert not np.shares_memory(flat, p.params)
+    q.set_params(flat)
+    obs = np.random.default_rng(0).normal(size=(3, 4))
+    np.testing.assert_array_equal(q.head_outputs(obs), p.head_outputs(obs))
+    assert q.log_std is not None and np.shares_memory(q.log_std, q.params)
