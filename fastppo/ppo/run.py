@@ -1,0 +1,303 @@
+"""What ``fastppo train`` and ``fastppo eval`` do: config merging, progress, logs, report.
+
+Config precedence, lowest to highest: ``PPOConfig`` defaults, the per-env
+defaults (:mod:`fastppo.ppo.defaults`), the ``--config`` file (TOML or JSON),
+``--set key=value`` overrides, then the explicit flags (``--seed``,
+``--total-timesteps``, ``--n-envs``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from fastppo._checks import fail
+from fastppo.ppo.config import PPOConfig
+from fastppo.ppo.defaults import DEFAULT_TIMESTEPS, env_defaults
+
+_FN = "fastppo train"
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a TOML (Python >= 3.11) or JSON mapping of PPOConfig fields (plus ``total_timesteps``).
+
+    A TOML file may put the fields at top level or under a ``[ppo]`` table.
+    """
+    if not os.path.isfile(path):
+        fail(_FN, "--config", "an existing file", repr(path))
+    with open(path, "rb") as f:
+        raw = f.read()
+    if path.endswith(".toml"):
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            fail(
+                _FN,
+                "--config",
+                "a JSON file on Python 3.10 (tomllib is stdlib from 3.11)",
+                repr(path),
+                "convert it to JSON or use Python >= 3.11",
+            )
+        try:
+            data = tomllib.loads(raw.decode())
+        except tomllib.TOMLDecodeError as e:
+            fail(_FN, "--config", "valid TOML", f"{path}: {e}")
+        if isinstance(data.get("ppo"), dict):
+            data = {**{k: v for k, v in data.items() if k != "ppo"}, **data["ppo"]}
+    else:
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            fail(_FN, "--config", "valid JSON (or a .toml file)", f"{path}: {e}")
+    if not isinstance(data, dict):
+        fail(_FN, "--config", "a mapping of config fields", type(data).__name__)
+    return data
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["lr=1e-3", "hidden_sizes=[32,32]"]`` -> dict; values parsed as JSON, else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(_FN, "--set", "KEY=VALUE", repr(item))
+        try:
+            v: Any = json.loads(value)
+        except ValueError:
+            v = {"true": True, "false": False, "none": None, "null": None}.get(value.lower(), value)
+        out[key.strip()] = v
+    return out
+
+
+def build_config(
+    env_id: str,
+    *,
+    config_file: str | None = None,
+    overrides: Sequence[str] = (),
+    seed: int | None = None,
+    total_timesteps: int | None = None,
+    n_envs: int | None = None,
+) -> tuple[PPOConfig, int]:
+    """Merge the layers into a validated config and the step budget."""
+    merged: dict[str, Any] = env_defaults(env_id)
+    if config_file:
+        merged.update(load_config_file(config_file))
+    merged.update(parse_overrides(overrides))
+    if seed is not None:
+        merged["seed"] = seed
+    if n_envs is not None:
+        merged["n_envs"] = n_envs
+    steps = merged.pop("total_timesteps", DEFAULT_TIMESTEPS)
+    if total_timesteps is not None:
+        steps = total_timesteps
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        fail(_FN, "total_timesteps", "a positive int", repr(steps))
+    if "hidden_sizes" in merged and isinstance(merged["hidden_sizes"], list):
+        merged["hidden_sizes"] = tuple(merged["hidden_sizes"])
+    return PPOConfig.from_dict(merged), int(steps)
+
+
+class Progress:
+    """One-line progress bar with SPS and recent return (``\\r`` on a TTY, else periodic lines)."""
+
+    def __init__(
+        self, total: int, stream: TextIO | None = None, every_s: float = 5.0, enabled: bool = True
+    ) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every_s = every_s
+        self.t0 = time.perf_counter()
+        self.last = -math.inf
+
+    def __call__(self, step: int, sps: float, recent: float, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not final and not self.tty and now - self.last < self.every_s:
+            return
+        self.last = now
+        frac = min(step / self.total, 1.0)
+        width = 24
+        filled = int(frac * width)
+        bar = "#" * filled + "-" * (width - filled)
+        ret = "   n/a" if math.isnan(recent) else f"{recent:8.1f}"
+        eta = (self.total - step) / sps if sps > 0 else math.inf
+        eta_s = f"{eta:5.0f}s" if math.isfinite(eta) else "    ?"
+        line = (
+            f"[{bar}] {step:>9d}/{self.total} steps  {sps:7.0f} SPS  "
+            f"return(last 20) {ret}  {now - self.t0:6.1f}s  eta {eta_s}"
+        )
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def train_main(
+    env_id: str,
+    *,
+    total_timesteps: int | None = None,
+    seed: int | None = None,
+    out: str | None = None,
+    config_file: str | None = None,
+    overrides: Sequence[str] = (),
+    n_envs: int | None = None,
+    eval_episodes: int = 10,
+    resume: bool = False,
+    quiet: bool = False,
+) -> int:
+    """Train, log metrics (JSONL + CSV), save a checkpoint, plot the curve, print a report."""
+    from fastppo.ppo.trainer import PPOTrainer
+
+    stream = sys.stdout
+    if resume:
+        if out is None:
+            fail(_FN, "--resume", "used together with --out DIR", None)
+        trainer = PPOTrainer.load(out)
+        steps = int(total_timesteps or trainer.num_timesteps + DEFAULT_TIMESTEPS)
+        if env_id != trainer.env_id:
+            trainer.close()
+            fail(_FN, "ENV_ID", f"the checkpoint's env {trainer.env_id!r}", repr(env_id))
+        config = trainer.config
+    else:
+        config, steps = build_config(
+            env_id,
+            config_file=config_file,
+            overrides=overrides,
+            seed=seed,
+            total_timesteps=total_timesteps,
+            n_envs=n_envs,
+        )
+        out = out or os.path.join("runs", f"{env_id}-seed{config.seed}")
+        trainer = PPOTrainer(env_id, config)
+    os.makedirs(out, exist_ok=True)
+    print(
+        f"fastppo train {env_id}: {steps} steps, {config.n_envs} envs x {config.n_steps} steps, "
+        f"seed {config.seed} -> {out}",
+        file=stream,
+    )
+    print(
+        "(the first run compiles the Numba kernels; later runs load them from the cache)",
+        file=stream,
+    )
+    jsonl_path = os.path.join(out, "metrics.jsonl")
+    csv_path = os.path.join(out, "metrics.csv")
+    mode = "a" if resume else "w"
+    progress = Progress(steps, stream=sys.stderr, enabled=not quiet)
+    t0 = time.perf_counter()
+    with open(jsonl_path, mode) as jf, open(csv_path, mode, newline="") as cf:
+        writer: csv.DictWriter[str] | None = None
+
+        def on_update(rec: dict[str, Any]) -> None:
+            nonlocal writer
+            jf.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}) + "\n")
+            if writer is None:
+                writer = csv.DictWriter(cf, fieldnames=list(rec))
+                if cf.tell() == 0:
+                    writer.writeheader()
+            writer.writerow(rec)
+            progress(rec["global_step"], rec["charts/SPS"], trainer.recent_return())
+
+        try:
+            trainer.learn(steps, callback=on_update)
+        except KeyboardInterrupt:
+            print("\ninterrupted: saving what was trained so far", file=stream)
+    wall = time.perf_counter() - t0
+    progress(
+        trainer.num_timesteps,
+        trainer.num_timesteps / max(wall, 1e-9),
+        trainer.recent_return(),
+        True,
+    )
+    trainer.save(out)
+    report = trainer.evaluate(n_episodes=eval_episodes)
+    trainer.close()
+    curve = _write_curve(trainer, env_id, out)
+    summary = {
+        "env_id": env_id,
+        "timesteps": trainer.num_timesteps,
+        "updates": trainer.n_updates,
+        "wall_s": wall,
+        "sps": trainer.num_timesteps / max(wall, 1e-9),
+        "train_episodes": len(trainer.episodes),
+        "recent_train_return": _jsonable(trainer.recent_return()),
+        "eval": report,
+        "config": config.to_dict(),
+    }
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(
+        f"\n== {env_id} seed {config.seed}: {trainer.num_timesteps} steps in {wall:.1f} s "
+        f"({summary['sps']:.0f} SPS incl. compile) ==\n"
+        f"eval over {eval_episodes} episodes (deterministic): mean return "
+        f"{report['mean_return']:.1f} +- {report['std_return']:.1f} "
+        f"(min {report['min_return']:.1f}, max {report['max_return']:.1f}, "
+        f"mean length {report['mean_length']:.0f})\n"
+        f"last 20 training episodes: mean return {trainer.recent_return():.1f}\n"
+        f"files: {out}/checkpoint.npz + checkpoint.json, metrics.jsonl, metrics.csv, "
+        f"report.json{', ' + curve if curve else ''}\n"
+        f"evaluate again: fastppo eval {out} --episodes 20",
+        file=stream,
+    )
+    return 0
+
+
+def _write_curve(trainer: Any, env_id: str, out: str) -> str | None:
+    eps = trainer.episodes
+    if not eps:
+        return None
+    from fastppo._plot import line_chart
+
+    xs = [float(e[0]) for e in eps]
+    ys = [e[1] for e in eps]
+    # A trailing mean over 20 episodes shows the trend through per-episode noise.
+    k = 20
+    smooth = [
+        sum(ys[max(0, i - k + 1) : i + 1]) / len(ys[max(0, i - k + 1) : i + 1])
+        for i in range(len(ys))
+    ]
+    path = os.path.join(out, "curve.png")
+    line_chart(
+        path,
+        f"{env_id} (fastppo PPO)",
+        "env steps",
+        "episode return",
+        {"episode": (xs, ys), "mean of last 20": (xs, smooth)},
+    )
+    return "curve.png"
+
+
+def eval_main(
+    path: str, *, episodes: int = 10, stochastic: bool = False, seed: int | None = None
+) -> int:
+    """Load a checkpoint directory and print evaluation statistics."""
+    from fastppo.ppo.trainer import PPOTrainer
+
+    trainer = PPOTrainer.load(path)
+    try:
+        r = trainer.evaluate(n_episodes=episodes, deterministic=not stochastic, seed=seed)
+    finally:
+        trainer.close()
+    mode = "stochastic" if stochastic else "deterministic"
+    print(
+        f"{trainer.env_id} from {path} ({trainer.num_timesteps} training steps), "
+        f"{episodes} episodes, {mode}: mean return {r['mean_return']:.1f} +- "
+        f"{r['std_return']:.1f} (min {r['min_return']:.1f}, max {r['max_return']:.1f}, "
+        f"mean length {r['mean_length']:.0f})"
+    )
+    return 0

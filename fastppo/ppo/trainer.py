@@ -1,0 +1,420 @@
+"""``PPOTrainer``: rollouts on gymnasium vector envs, GAE, the PPO update, checkpoints.
+
+Rollouts run under gymnasium's default next-step autoreset: after a step that
+ends an episode, the next ``env.step`` ignores its action and returns the reset
+observation with reward 0. That step's row is no transition; it is stored with
+``valid = False`` and left out of GAE, every loss and every running statistic.
+The row still holds the episode's final observation and ``V(final obs)``, which
+is exactly the bootstrap value a truncated episode needs (API.md, ``gae``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fastppo._checks import fail
+from fastppo.nn.optim import Adam
+from fastppo.nn.policy import ActorCritic
+from fastppo.ppo.buffer import RolloutBuffer
+from fastppo.ppo.config import PPOConfig
+from fastppo.ppo.update import ppo_update
+
+EnvSpec = str | Callable[[], Any]
+
+
+def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    import gymnasium as gym
+
+    return gym.make(env_id, **env_kwargs)
+
+
+class PPOTrainer:
+    """Proximal Policy Optimization with the torch-free MLP actor-critic.
+
+    Parameters
+    ----------
+    env : str or callable
+        A gymnasium env id (``"CartPole-v1"``) or a zero-argument factory returning
+        a fresh ``gymnasium.Env``.
+    config : PPOConfig, optional
+        Hyperparameters (validated here).
+    env_kwargs : dict, optional
+        Passed to ``gymnasium.make`` when ``env`` is an id.
+
+    Attributes
+    ----------
+    policy : ActorCritic
+        ``policy.act(obs, deterministic=True)`` gives env-ready actions for raw obs.
+    optimizer : Adam
+    num_timesteps : int
+        Env steps collected so far (``n_envs`` per vector step, reset rows included).
+    n_updates : int
+    history : list of dict
+        One metrics record per update (CleanRL names plus ``global_step``, ``time``).
+    episodes : list of (int, float, int)
+        ``(global_step, return, length)`` of every finished training episode
+        (undiscounted, unnormalised rewards).
+
+    Notes
+    -----
+    Determinism: weights, env resets, minibatch order and actions all derive
+    from ``config.seed``; the same seed gives the same losses on a re-run
+    (same machine and library versions). Actions use the counter-based sampler
+    keyed by ``(seed, counter, env)``.
+
+    References
+    ----------
+    Schulman et al., "Proximal Policy Optimization Algorithms", arXiv 1707.06347.
+    Schulman et al., "High-Dimensional Continuous Control Using Generalized
+    Advantage Estimation", arXiv 1506.02438.
+    """
+
+    def __init__(
+        self,
+        env: EnvSpec,
+        config: PPOConfig | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        fn = "PPOTrainer"
+        cfg = PPOConfig() if config is None else config
+        if not isinstance(cfg, PPOConfig):
+            fail(fn, "config", "a PPOConfig", type(cfg).__name__, exc=TypeError)
+        self.config = cfg.validate()
+        self.env_kwargs = dict(env_kwargs or {})
+        if isinstance(env, str):
+            self.env_id: str | None = env
+            self._env_fn: Callable[[], Any] = functools.partial(_make_env, env, self.env_kwargs)
+        elif callable(env):
+            self.env_id = None
+            self._env_fn = env
+        else:
+            fail(fn, "env", "a gymnasium env id or an env factory", repr(env), exc=TypeError)
+        self.envs = self._make_vec()
+        obs_space = self.envs.single_observation_space
+        act_space = self.envs.single_action_space
+        from gymnasium import spaces
+
+        head: dict[str, Any] = {}
+        if isinstance(act_space, spaces.Box):
+            head = {
+                "log_std_init": cfg.log_std_init,
+                "log_std_min": cfg.log_std_min,
+                "log_std_max": cfg.log_std_max,
+                "squash": cfg.squash,
+            }
+        try:
+            self.policy = ActorCritic.from_spaces(
+                obs_space, act_space, cfg.hidden_sizes, cfg.activation, cfg.seed, **head
+            )
+        except Exception:
+            self.envs.close()
+            raise
+        self.optimizer = Adam(self.policy.n_params, cfg.learning_rate, eps=cfg.adam_eps)
+        self.obs_rms: Any = None
+        self.ret_norm: Any = None
+        if cfg.normalize_obs:
+            from fastppo.stats import RunningMeanStd
+
+            self.obs_rms = RunningMeanStd(shape=(self.policy.obs_dim,))
+            self.policy.obs_normalizer = self.obs_rms
+            self.policy.obs_clip = cfg.obs_clip
+        if cfg.normalize_reward:
+            from fastppo.stats import ReturnNormalizer
+
+            self.ret_norm = ReturnNormalizer(cfg.n_envs, gamma=cfg.gamma, clip=cfg.reward_clip)
+        # Independent streams for minibatch shuffling and action sampling, both
+        # derived from the one seed (weights use default_rng(seed) in the policy).
+        self.rng = np.random.default_rng([cfg.seed, 0x5EED])
+        self.sample_seed = int(np.random.SeedSequence([cfg.seed, 0xAC7]).generate_state(1)[0])
+        self.counter = 0
+        self.num_timesteps = 0
+        self.n_updates = 0
+        self.history: list[dict[str, Any]] = []
+        self.episodes: list[tuple[int, float, int]] = []
+        a_shape: tuple[int, ...]
+        a_dtype: type[np.generic]
+        if self.policy.kind == "discrete":
+            a_shape, a_dtype = (), np.int64
+        elif self.policy.kind == "multi_discrete":
+            a_shape, a_dtype = (self.policy.action_dim,), np.int64
+        else:
+            a_shape, a_dtype = (self.policy.action_dim,), np.float32
+        self.buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, self.policy.obs_dim, a_shape, a_dtype)
+        self._obs: np.ndarray | None = None
+        self._prev_done = np.zeros(cfg.n_envs, dtype=np.bool_)
+        self._ep_ret = np.zeros(cfg.n_envs, dtype=np.float64)
+        self._ep_len = np.zeros(cfg.n_envs, dtype=np.int64)
+        self._train_time = 0.0
+        self._resets = 0
+
+    # environments ---------------------------------------------------------------------
+    def _make_vec(self) -> Any:
+        import gymnasium as gym
+
+        fns = [self._env_fn] * self.config.n_envs
+        mode = gym.vector.AutoresetMode.NEXT_STEP
+        if self.config.vectorization == "async":
+            return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+    def _reset(self) -> None:
+        # A resumed run reseeds from (seed, number of resets): env state cannot be
+        # checkpointed, but the restart is still reproducible.
+        seed = self.config.seed + 1_000_003 * self._resets
+        obs, _ = self.envs.reset(seed=seed)
+        self._resets += 1
+        self._obs = self._flat_obs(obs)
+        self._prev_done[:] = False
+        self._ep_ret[:] = 0.0
+        self._ep_len[:] = 0
+        if self.ret_norm is not None and self._resets > 1:
+            # Fresh episodes: the running discounted returns restart at 0, the
+            # statistics (the reward scale learnt so far) are kept.
+            from fastppo.stats import ReturnNormalizer
+
+            state = self.ret_norm.state_dict()
+            state["returns"] = [0.0] * self.config.n_envs
+            self.ret_norm = ReturnNormalizer.from_state_dict(state)
+
+    def _flat_obs(self, obs: Any) -> np.ndarray:
+        return np.asarray(obs, dtype=np.float64).reshape(self.config.n_envs, self.policy.obs_dim)
+
+    def _net_input(self, obs: np.ndarray) -> np.ndarray:
+        if self.obs_rms is None:
+            return obs
+        return np.asarray(self.obs_rms.normalize(obs, clip=self.config.obs_clip), dtype=np.float64)
+
+    # rollout --------------------------------------------------------------------------
+    def collect_rollout(self) -> None:
+        """Fill the buffer with ``n_steps`` vector steps, then compute GAE advantages."""
+        from fastppo.advantages import gae
+
+        cfg = self.config
+        buf = self.buffer
+        policy = self.policy
+        if self._obs is None:
+            self._reset()
+        obs = self._obs
+        assert obs is not None
+        for t in range(cfg.n_steps):
+            valid = ~self._prev_done
+            if self.obs_rms is not None and valid.any():
+                self.obs_rms.update(obs, valid=valid)
+            x = self._net_input(obs)
+            buf.obs[t] = x
+            actions, logp, values = policy.step(x, seed=self.sample_seed, counter=self.counter)
+            self.counter += 1
+            buf.actions[t] = actions
+            buf.logp[t] = logp
+            buf.values[t] = values
+            next_obs, reward, term, trunc, _ = self.envs.step(policy.to_env(actions))
+            reward = np.asarray(reward, dtype=np.float64)
+            term = np.asarray(term, dtype=np.bool_)
+            trunc = np.asarray(trunc, dtype=np.bool_)
+            self._ep_ret += reward
+            self._ep_len += valid
+            done = (term | trunc) & valid
+            if done.any():
+                step = self.num_timesteps + (t + 1) * cfg.n_envs
+                for i in np.flatnonzero(done):
+                    self.episodes.append((step, float(self._ep_ret[i]), int(self._ep_len[i])))
+                self._ep_ret[done] = 0.0
+                self._ep_len[done] = 0
+            if self.ret_norm is not None:
+                reward = np.asarray(
+                    self.ret_norm.normalize(reward, term, trunc, valid=valid), dtype=np.float64
+                )
+            buf.rewards[t] = reward
+            buf.terminated[t] = term
+            buf.truncated[t] = trunc
+            buf.valid[t] = valid
+            self._prev_done = term | trunc
+            obs = self._flat_obs(next_obs)
+        self._obs = obs
+        self.num_timesteps += cfg.n_steps * cfg.n_envs
+        last_values = policy.value(self._net_input(obs))
+        gae(
+            buf.rewards, buf.values, last_values, buf.terminated, buf.truncated,
+            valid=buf.valid, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+            out=(buf.advantages, buf.returns),
+        )  # fmt: skip
+
+    # training -------------------------------------------------------------------------
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Train until ``num_timesteps >= total_timesteps``.
+
+        ``total_timesteps`` is an absolute target, so a resumed trainer continues
+        where it stopped and anneals the learning rate on the same schedule:
+        ``lr = learning_rate * (1 - num_timesteps / total_timesteps)`` at the start
+        of each update (CleanRL's linear annealing).
+
+        Parameters
+        ----------
+        total_timesteps : int
+        callback : callable, optional
+            Called with each update's metrics record; returning ``False`` stops.
+
+        Returns
+        -------
+        list of dict
+            The records of this call (also appended to ``history``).
+        """
+        fn = "PPOTrainer.learn"
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
+            fail(fn, "total_timesteps", "an int", repr(total_timesteps), exc=TypeError)
+        if total_timesteps < 1:
+            fail(fn, "total_timesteps", ">= 1", repr(total_timesteps))
+        cfg = self.config
+        records: list[dict[str, Any]] = []
+        start_steps = self.num_timesteps
+        t_start = time.perf_counter()
+        while self.num_timesteps < total_timesteps:
+            t0 = time.perf_counter()
+            lr = cfg.learning_rate
+            if cfg.anneal_lr:
+                lr *= 1.0 - self.num_timesteps / total_timesteps
+            n_ep_before = len(self.episodes)
+            self.collect_rollout()
+            t1 = time.perf_counter()
+            metrics = ppo_update(
+                self.policy, self.optimizer, self.buffer.batch(), cfg, self.rng, lr=lr
+            )
+            t2 = time.perf_counter()
+            self.n_updates += 1
+            self._train_time += t2 - t0
+            new_eps = self.episodes[n_ep_before:]
+            rec: dict[str, Any] = {
+                "global_step": self.num_timesteps,
+                "update": self.n_updates,
+                **{k: float(v) for k, v in metrics.items()},
+                "charts/SPS": (self.num_timesteps - start_steps) / (t2 - t_start),
+                "charts/episodic_return": (
+                    float(np.mean([e[1] for e in new_eps])) if new_eps else math.nan
+                ),
+                "charts/episodic_length": (
+                    float(np.mean([e[2] for e in new_eps])) if new_eps else math.nan
+                ),
+                "charts/episodes": len(new_eps),
+                "time/rollout_s": t1 - t0,
+                "time/update_s": t2 - t1,
+                "time/total_s": self._train_time,
+            }
+            self.history.append(rec)
+            records.append(rec)
+            if callback is not None and callback(rec) is False:
+                break
+        return records
+
+    def recent_return(self, n: int = 20) -> float:
+        """Mean return of the last ``n`` finished training episodes (NaN if none)."""
+        eps = self.episodes[-n:]
+        return float(np.mean([e[1] for e in eps])) if eps else math.nan
+
+    def evaluate(
+        self, n_episodes: int = 10, deterministic: bool = True, seed: int | None = None
+    ) -> dict[str, float]:
+        """Run ``n_episodes`` on a fresh env with ``policy.act``; returns return/length stats.
+
+        Uses the frozen observation statistics; rewards are the env's raw rewards.
+        """
+        fn = "PPOTrainer.evaluate"
+        if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)):
+            fail(fn, "n_episodes", "an int", repr(n_episodes), exc=TypeError)
+        if n_episodes < 1:
+            fail(fn, "n_episodes", ">= 1", repr(n_episodes))
+        return evaluate_policy(
+            self.policy,
+            self._env_fn,
+            n_episodes,
+            deterministic=deterministic,
+            seed=self.config.seed + 10_000 if seed is None else seed,
+        )
+
+    def close(self) -> None:
+        """Close the vector env (worker processes for ``vectorization="async"``)."""
+        self.envs.close()
+
+    def __enter__(self) -> PPOTrainer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # checkpoints ----------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write ``path/checkpoint.npz`` and ``path/checkpoint.json`` atomically (no pickle)."""
+        from fastppo.ppo.checkpoint import save_trainer
+
+        save_trainer(self, path)
+
+    @classmethod
+    def load(cls, path: str, env: EnvSpec | None = None) -> PPOTrainer:
+        """Rebuild a trainer from :meth:`save`: weights, Adam state, normalisers, counters.
+
+        ``env`` is needed only when the run used an env factory rather than an id.
+        """
+        from fastppo.ppo.checkpoint import load_trainer
+
+        return load_trainer(cls, path, env)
+
+    def state_json(self) -> dict[str, Any]:
+        """Counters and RNG state for checkpoints (JSON-serialisable)."""
+        return {
+            "num_timesteps": self.num_timesteps,
+            "n_updates": self.n_updates,
+            "counter": self.counter,
+            "resets": self._resets,
+            "train_time": self._train_time,
+            "rng": json.loads(json.dumps(self.rng.bit_generator.state)),
+            "episodes": [list(e) for e in self.episodes],
+        }
+
+
+def evaluate_policy(
+    policy: ActorCritic,
+    env_fn: Callable[[], Any],
+    n_episodes: int,
+    *,
+    deterministic: bool = True,
+    seed: int = 0,
+    max_steps: int = 1_000_000,
+) -> dict[str, float]:
+    """Mean/std/min/max of undiscounted returns over ``n_episodes`` of ``env_fn()``."""
+    env = env_fn()
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
+        for k in range(n_episodes):
+            obs, _ = env.reset(seed=seed + k)
+            total, length, done = 0.0, 0, False
+            while not done and length < max_steps:
+                a = policy.act(obs, deterministic=deterministic, counter=length, seed=seed + k)
+                obs, r, term, trunc, _ = env.step(a)
+                total += float(r)
+                length += 1
+                done = bool(term or trunc)
+            returns.append(total)
+            lengths.append(length)
+    finally:
+        env.close()
+    r = np.asarray(returns)
+    return {
+        "mean_return": float(r.mean()),
+        "std_return": float(r.std()),
+        "min_return": float(r.min()),
+        "max_return": float(r.max()),
+        "mean_length": float(np.mean(lengths)),
+        "episodes": float(n_episodes),
+    }
