@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import types
+
 import numba
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,10 +67,26 @@ def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False)
     def wrap(f: F) -> tuple[F, F]:
         opts = dict(_BASE, fastmath=_fm(fastmath))
         serial = numba.njit(**opts)(f)
-        parallel = numba.njit(parallel=True, **opts)(f)
+        parallel = numba.njit(parallel=True, **opts)(_renamed(f, "__parallel"))
         return serial, parallel
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _renamed(f: Any, suffix: str) -> Any:
+    """A copy of ``f`` with its own qualified name.
+
+    Numba's on-disk cache is keyed by qualified name, line and signature, not by
+    compile flags: without a distinct name the serial and parallel builds would
+    overwrite each other's cache entries (and one could load the other's code).
+    """
+    g = types.FunctionType(
+        f.__code__, f.__globals__, f.__name__ + suffix, f.__defaults__, f.__closure__
+    )
+    g.__qualname__ = f.__qualname__ + suffix
+    g.__module__ = f.__module__
+    g.__doc__ = f.__doc__
+    return g
 
 
 def _fm(fastmath: bool | frozenset[str]) -> bool | set[str]:

@@ -1,0 +1,150 @@
+"""Benchmark groups for GAE and V-trace.
+
+Baselines:
+
+* ``numpy loop``: the loop over T vectorised across envs, as Stable-Baselines3's
+  ``RolloutBuffer.compute_returns_and_advantage`` does it;
+* ``np.copyto floor``: copying ``rewards -> advantages`` and ``values ->
+  returns`` -- the bytes a sweep must at least read and write, so the
+  memory-bandwidth floor for a memory-bound kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastppo._bench.core import Group
+
+GAMMA, LAM = 0.99, 0.95
+
+SIZES_QUICK = [(2048, 256)]
+SIZES_FULL = [(128, 8), (2048, 64), (2048, 256), (8192, 256)]
+
+
+def numpy_gae(r, v, lv, te, gamma=GAMMA, lam=LAM):
+    """Stable-Baselines3's loop: over T, vectorised across envs."""
+    T = r.shape[0]
+    adv = np.empty_like(r)
+    last = np.zeros_like(lv)
+    nonterm = 1.0 - te.astype(r.dtype)
+    for t in range(T - 1, -1, -1):
+        nv = lv if t == T - 1 else v[t + 1]
+        delta = r[t] + gamma * nv * nonterm[t] - v[t]
+        last = delta + gamma * lam * nonterm[t] * last
+        adv[t] = last
+    return adv, adv + v
+
+
+def numpy_vtrace(blp, tlp, r, v, lv, te, gamma=GAMMA, lam=1.0, rho_bar=1.0, c_bar=1.0,
+                 pg_rho_bar=1.0):
+    """V-trace as rlax/IMPALA write it, vectorised across envs, looped over T."""
+    T = r.shape[0]
+    rho = np.exp(tlp - blp)
+    rho_c = np.minimum(rho_bar, rho)
+    cs = lam * np.minimum(c_bar, rho)
+    rho_pg = np.minimum(pg_rho_bar, rho)
+    nonterm = 1.0 - te.astype(r.dtype)
+    vs = np.empty_like(r)
+    diff = np.zeros_like(lv)
+    for t in range(T - 1, -1, -1):
+        nv = lv if t == T - 1 else v[t + 1]
+        delta = rho_c[t] * (r[t] + gamma * nonterm[t] * nv - v[t])
+        diff = delta + gamma * nonterm[t] * cs[t] * diff
+        vs[t] = v[t] + diff
+    next_vs = np.concatenate([vs[1:], lv[None]], axis=0)
+    pg = rho_pg * (r + gamma * nonterm * next_vs - v)
+    return vs, pg
+
+
+def _inputs(T: int, N: int, dt: Any = np.float32, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal((T, N)).astype(dt)
+    v = rng.standard_normal((T, N)).astype(dt)
+    lv = rng.standard_normal(N).astype(dt)
+    te = rng.random((T, N)) < 0.01
+    blp = (rng.standard_normal((T, N)) * 0.1).astype(dt)
+    tlp = (rng.standard_normal((T, N)) * 0.1).astype(dt)
+    return r, v, lv, te, blp, tlp
+
+
+def _close(rtol: float = 1e-4, atol: float = 1e-4):
+    def check(results: dict[str, Any]) -> None:
+        ref = results.get("numpy loop")
+        for label, res in results.items():
+            if label.startswith("np.copyto") or ref is None:
+                continue
+            for a, b in zip(res, ref):
+                np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=label)
+
+    return check
+
+
+def groups(quick: bool, full: bool = False) -> list[Group]:
+    import fastppo
+
+    sizes = SIZES_QUICK if quick and not full else SIZES_FULL
+    out: list[Group] = []
+    for T, N in sizes:
+        r, v, lv, te, blp, tlp = _inputs(T, N)
+        a, b = np.empty_like(r), np.empty_like(r)
+        nbytes = 4 * r.nbytes + te.nbytes  # read r, v (+ flags), write adv, ret
+
+        ca, cb = np.empty_like(r), np.empty_like(r)  # own buffers: results are compared
+
+        def copy_floor(r=r, v=v, a=ca, b=cb):
+            np.copyto(a, r)
+            np.copyto(b, v)
+
+        out.append(
+            Group(
+                name=f"gae [{T}x{N}] float32",
+                baseline="numpy loop",
+                impls={
+                    "numpy loop": lambda r=r, v=v, lv=lv, te=te: numpy_gae(r, v, lv, te),
+                    "fastppo": lambda r=r, v=v, lv=lv, te=te, a=a, b=b: fastppo.gae(
+                        r, v, lv, te, gamma=GAMMA, gae_lambda=LAM, out=(a, b)
+                    ),
+                    "np.copyto floor": copy_floor,
+                },
+                check=_close(),
+                target="fastppo >= 20x numpy loop; time <= 1.5x np.copyto floor",
+                bytes_moved=nbytes,
+            )
+        )
+        vs, pg = np.empty_like(r), np.empty_like(r)
+        out.append(
+            Group(
+                name=f"vtrace [{T}x{N}] float32",
+                baseline="numpy loop",
+                impls={
+                    "numpy loop": lambda r=r, v=v, lv=lv, te=te, blp=blp, tlp=tlp: numpy_vtrace(
+                        blp, tlp, r, v, lv, te
+                    ),
+                    "fastppo": lambda r=r, v=v, lv=lv, te=te, blp=blp, tlp=tlp, vs=vs, pg=pg: (
+                        fastppo.vtrace(blp, tlp, r, v, lv, te, gamma=GAMMA, out=(vs, pg))
+                    ),
+                    "np.copyto floor": copy_floor,
+                },
+                check=_close(),
+                target="fastppo >= 20x numpy loop; time <= 2x np.copyto floor",
+                bytes_moved=nbytes + 2 * blp.nbytes,
+            )
+        )
+    # Per-call overhead: a [1, 1] problem is all Python layer and dispatch.
+    r, v, lv, te, _, _ = _inputs(1, 1)
+    a, b = np.empty_like(r), np.empty_like(r)
+    out.append(
+        Group(
+            name="gae [1x1] float32 (per-call overhead)",
+            baseline="numpy loop",
+            impls={
+                "numpy loop": lambda: numpy_gae(r, v, lv, te),
+                "fastppo": lambda: fastppo.gae(r, v, lv, te, out=(a, b)),
+            },
+            check=_close(),
+            target="fastppo <= 5 us per call",
+        )
+    )
+    return out
