@@ -1,0 +1,607 @@
+"""Running statistics: exact running mean/variance and PPO's reward/return scaling.
+
+``RunningMeanStd`` keeps ``(count, mean, var)`` of everything it has seen, with
+no prior: the count starts at 0 and is an exact Python int (it never overflows
+and never rounds, however long a run lasts); ``mean``/``var`` are float64.
+Updates fold a batch in with Chan et al.'s pairwise merge, so any split of the
+data (or statistics merged from any split) gives ``np.mean``/``np.var`` of the
+whole to rounding.
+
+Which implementation runs an update (measured in ``bench/test_bench_stats.py``):
+below ``PARALLEL_MIN_ELEMENTS`` batch elements the Cython ``Updater`` (its call
+costs well under a microsecond less than a Numba dispatch, which is most of a
+per-step update of ``[8, 4]`` or ``[16, 17]``); from there on the parallel
+Numba kernel. Both run the same arithmetic in the same order, so the switch
+changes no number.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fastppo._checks import (
+    FLOATS,
+    as_array,
+    check_finite,
+    check_no_overlap,
+    check_out,
+    check_range,
+    describe,
+    fail,
+    flag_array,
+)
+from fastppo._jit import PARALLEL_MIN_ELEMENTS
+from fastppo.kernels import stats as _k
+
+try:
+    from fastppo._cy import _stats as _cy
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "fastppo.stats needs the compiled extension fastppo._cy._stats, which is missing "
+        "or stale; build it with `pip install -e .` (rerun after editing a .pyx)"
+    ) from e
+
+__all__ = ["ReturnNormalizer", "RunningMeanStd", "denormalize_values", "normalize_returns"]
+
+_NO_MASK_1D = np.zeros(0, np.uint8)
+_NO_MASK_2D = np.zeros((0, 0), np.uint8)
+
+
+def _shape_tuple(fn: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape
+    ):
+        fail(fn, "shape", "a tuple of ints", repr(shape), exc=TypeError)
+    out = tuple(int(s) for s in shape)
+    if any(s < 0 for s in out):
+        fail(fn, "shape", "non-negative sizes", repr(shape))
+    return out
+
+
+def _float_input(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A float32/float64 array whose trailing dims are ``shape``."""
+    a = as_array(fn, name, x)
+    if a.dtype not in FLOATS:
+        fix = "use .astype(np.float32)" if a.dtype.kind in "iubf" else None
+        fail(fn, name, "float32 or float64", f"dtype {a.dtype}", fix, TypeError)
+    k = len(shape)
+    if a.ndim < k or a.shape[a.ndim - k :] != shape:
+        want = f"[..., {', '.join(map(str, shape))}]" if shape else "[...] (any shape)"
+        fail(fn, name, f"shape {want} with trailing dims {shape}", f"shape {a.shape}")
+    return a
+
+
+def _clip_value(fn: str, clip: Any) -> float:
+    """``None`` -> 0.0 (the kernels' "no clipping"); otherwise a number > 0."""
+    if clip is None:
+        return 0.0
+    return check_range(fn, "clip", clip, 0.0, math.inf, lo_open=True)
+
+
+def _raise_nonfinite(fn: str, name: str, a: np.ndarray, rows: int, v: np.ndarray | None) -> None:
+    """Name the first NaN/inf of the rows that counted (the kernel only said "some")."""
+    flat = a.reshape(rows, -1)
+    bad = ~np.isfinite(flat)
+    if v is not None:
+        bad &= v.astype(bool)[:, None]
+    if bad.any():
+        r, j = (int(i) for i in np.argwhere(bad)[0])
+        idx = np.unravel_index(r * flat.shape[1] + j, a.shape)
+        where = tuple(int(i) for i in idx)
+        fail(
+            fn,
+            name,
+            "finite",
+            f"{float(flat[r, j])!r} at index {where[0] if len(where) == 1 else where}",
+        )
+    fail(fn, name, "values whose squares fit in float64", "values so large the variance overflows")
+
+
+class RunningMeanStd:
+    """Exact running mean and (population) variance of a stream of batches.
+
+    Parameters
+    ----------
+    shape : tuple of int, default ()
+        Shape of one sample (``()`` for scalars such as returns, ``(obs_dim,)``
+        for observations).
+    epsilon : float, default 1e-8
+        Added to the variance in :meth:`normalize` / :meth:`denormalize`; > 0.
+
+    Notes
+    -----
+    The state is ``(n, mean, var)``: ``n`` an exact int (0 at the start; then
+    ``mean = 0`` and ``var = 1``, so normalising is the identity up to
+    epsilon), ``mean``/``var`` float64 of ``shape``. A batch ``b`` with ``n_b``
+    rows, mean ``m_b`` and population variance ``v_b`` (corrected two-pass
+    moments in float64, whatever the batch dtype) is merged by
+
+    ``delta = m_b - mean``, ``n' = n + n_b``,
+    ``mean' = mean + delta * n_b / n'``,
+    ``var' = var * n / n' + v_b * n_b / n' + delta^2 * n * n_b / n'^2``,
+
+    which equals the moments of the union exactly in real arithmetic, so any
+    split of the data gives ``np.mean``/``np.var`` of the whole to rounding.
+    The weights ``n / n'`` and ``n_b / n'`` stay in [0, 1]: counts far beyond
+    2**53 neither overflow nor wash out the mean.
+
+    References
+    ----------
+    Chan, Golub & LeVeque (1979), "Updating formulae and a pairwise algorithm
+    for computing sample variances", Stanford CS-TR-79-773; (1983) The
+    American Statistician 37(3). Welford (1962), Technometrics 4(3).
+    """
+
+    __slots__ = (
+        "_count",
+        "_cy",
+        "_epsilon",
+        "_layout",
+        "_mean",
+        "_n_feat",
+        "_scale",
+        "_shape",
+        "_var",
+    )
+
+    def __init__(self, shape: int | Sequence[int] = (), epsilon: float = 1e-8) -> None:
+        fn = "RunningMeanStd"
+        self._shape = _shape_tuple(fn, shape)
+        self._epsilon = check_range(fn, "epsilon", epsilon, 0.0, math.inf, True, True)
+        self._n_feat = math.prod(self._shape)
+        self._count = 0
+        self._mean = np.zeros(self._n_feat)
+        self._var = np.ones(self._n_feat)
+        self._scale: np.ndarray | None = None  # sqrt(var + epsilon), cached per state
+        self._layout = _k.layout(self._n_feat)
+        self._cy = _cy.Updater(self._mean, self._var, *self._layout)
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one sample."""
+        return self._shape
+
+    @property
+    def epsilon(self) -> float:
+        return self._epsilon
+
+    @property
+    def count(self) -> int:
+        """Number of samples seen (an exact int)."""
+        return self._count
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float64 array of ``shape`` (a copy)."""
+        return self._mean.reshape(self._shape).copy()
+
+    @property
+    def var(self) -> np.ndarray:
+        """Population variance (ddof 0), float64 array of ``shape`` (a copy)."""
+        return self._var.reshape(self._shape).copy()
+
+    @property
+    def std(self) -> np.ndarray:
+        """``sqrt(var)`` (without epsilon), float64 array of ``shape``."""
+        return np.sqrt(self._var).reshape(self._shape)
+
+    def __repr__(self) -> str:
+        return f"RunningMeanStd(shape={self._shape}, count={self._count})"
+
+    # -- updates -------------------------------------------------------------
+    def update(self, batch: Any, valid: Any = None) -> None:
+        """Fold a batch of samples into the statistics.
+
+        Parameters
+        ----------
+        batch : float32 or float64 array [..., *shape]
+            Any number of leading dims; each leading index is one sample.
+            Values must be finite (in the rows that count).
+        valid : bool/uint8/float-0-1 array of the leading dims, optional
+            Rows where it is False are left out (they may hold anything).
+
+        Raises
+        ------
+        TypeError
+            Non-float batch, non-flag ``valid``.
+        ValueError
+            Trailing dims differ from ``shape``; ``valid`` of the wrong shape;
+            a NaN/inf in a counted row. The state is then unchanged.
+        """
+        fn = "RunningMeanStd.update"
+        a = _float_input(fn, "batch", batch, self._shape)
+        lead = a.shape[: a.ndim - len(self._shape)]
+        rows = math.prod(lead)
+        v = None
+        if valid is not None:
+            v = np.ascontiguousarray(flag_array(fn, "valid", valid, lead)).reshape(rows)
+        if rows == 0:
+            return
+        if self._n_feat == 0:
+            self._count += rows if v is None else int(np.count_nonzero(v))
+            return
+        x = np.ascontiguousarray(a.reshape(rows, self._n_feat))
+        if x.size < PARALLEL_MIN_ELEMENTS:
+            up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
+            n = up(x, v, float(self._count))
+        else:
+            m, rpb = self._layout
+            mask = _NO_MASK_1D if v is None else v
+            n = _k.update_parallel(x, mask, m, rpb, float(self._count), self._mean, self._var)
+        if n < 0:
+            _raise_nonfinite(fn, "batch", a, rows, v)
+        self._count += int(n)
+        self._scale = None
+
+    def merge(self, other: RunningMeanStd) -> None:
+        """Fold another running state into this one (Chan et al.'s merge).
+
+        ``other`` is unchanged; its ``epsilon`` is ignored. Merging the states
+        of any split of the data equals one state built on all of it.
+        """
+        fn = "RunningMeanStd.merge"
+        if not isinstance(other, RunningMeanStd):
+            fail(fn, "other", "a RunningMeanStd", type(other).__name__, exc=TypeError)
+        if other._shape != self._shape:
+            fail(fn, "other", f"a RunningMeanStd of shape {self._shape}", f"shape {other._shape}")
+        n_b = other._count
+        if n_b == 0:
+            return
+        n_a = self._count
+        if n_a == 0:
+            np.copyto(self._mean, other._mean)
+            np.copyto(self._var, other._var)
+        else:
+            # int / int is correctly rounded in Python even beyond 2**53
+            w_a = n_a / (n_a + n_b)
+            w_b = n_b / (n_a + n_b)
+            delta = other._mean - self._mean
+            new_var = self._var * w_a + other._var * w_b + delta * delta * (w_a * w_b)
+            self._mean += delta * w_b
+            np.copyto(self._var, new_var)
+        self._count = n_a + n_b
+        self._scale = None
+
+    # -- normalisation -------------------------------------------------------
+    def _scale_now(self) -> np.ndarray:
+        if self._scale is None:
+            self._scale = np.sqrt(self._var + self._epsilon)
+        return self._scale
+
+    def _affine(
+        self, fn: str, name: str, x: Any, clip: float, out: Any, divide: bool
+    ) -> np.ndarray:
+        a = _float_input(fn, name, x, self._shape)
+        o = None
+        if out is not None:
+            o = check_out(fn, "out", out, a.shape, a.dtype)
+            check_no_overlap(fn, (o,), {name: a})
+        res = o if o is not None else np.empty(a.shape, a.dtype)
+        if a.size == 0:
+            return res
+        rows = a.size // self._n_feat
+        x2 = np.ascontiguousarray(a.reshape(rows, self._n_feat))
+        direct = res.flags.c_contiguous
+        r2 = res.reshape(rows, self._n_feat) if direct else np.empty((rows, self._n_feat), a.dtype)
+        kern = _k.affine_parallel if a.size >= PARALLEL_MIN_ELEMENTS else _k.affine_serial
+        kern(x2, self._mean, self._scale_now(), divide, clip, r2)
+        if not direct:
+            np.copyto(res, r2.reshape(a.shape))
+        return res
+
+    def normalize(self, x: Any, clip: float | None = None, out: Any = None) -> np.ndarray:
+        """``(x - mean) / sqrt(var + epsilon)``, optionally clipped to ``[-clip, clip]``.
+
+        Parameters
+        ----------
+        x : float32 or float64 array [..., *shape]
+        clip : float > 0, optional
+        out : array like ``x`` (same shape and dtype), optional
+            Written and returned; must not overlap ``x``.
+
+        Returns
+        -------
+        ndarray of ``x``'s shape and dtype (arithmetic in float64).
+        """
+        fn = "RunningMeanStd.normalize"
+        c = _clip_value(fn, clip)
+        return self._affine(fn, "x", x, c, out, True)
+
+    def denormalize(self, y: Any, out: Any = None) -> np.ndarray:
+        """``y * sqrt(var + epsilon) + mean``: the inverse of unclipped :meth:`normalize`."""
+        return self._affine("RunningMeanStd.denormalize", "y", y, 0.0, out, False)
+
+    # -- persistence ---------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The state as plain JSON-able Python (ints, floats, lists).
+
+        ``count`` is an exact int; floats survive ``json.dumps``/``loads``
+        bit for bit. No pickle is involved anywhere.
+        """
+        return {
+            "shape": list(self._shape),
+            "epsilon": self._epsilon,
+            "count": self._count,
+            "mean": self._mean.tolist(),
+            "var": self._var.tolist(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, d: Mapping[str, Any]) -> RunningMeanStd:
+        """Rebuild a :class:`RunningMeanStd` from :meth:`state_dict` output.
+
+        ``mean``/``var`` may be lists or arrays (flat or of ``shape``);
+        ``count`` an int, a numpy integer or a decimal string.
+        """
+        fn = "RunningMeanStd.from_state_dict"
+        keys = ("shape", "epsilon", "count", "mean", "var")
+        if not isinstance(d, Mapping):
+            fail(fn, "d", f"a mapping with keys {keys}", type(d).__name__, exc=TypeError)
+        missing = [k for k in keys if k not in d]
+        if missing:
+            fail(fn, "d", f"a mapping with keys {keys}", f"one missing {missing}")
+        rms = cls(d["shape"], d["epsilon"])
+        rms._load(fn, d["count"], d["mean"], d["var"])
+        return rms
+
+    def _load(self, fn: str, count: Any, mean: Any, var: Any) -> None:
+        if isinstance(count, str) and count.isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+            fail(fn, "count", "an int", repr(count), exc=TypeError)
+        if int(count) < 0:
+            fail(fn, "count", ">= 0", repr(count))
+        arrs = []
+        for name, val in (("mean", mean), ("var", var)):
+            a = as_array(fn, name, val)
+            if a.dtype.kind not in "fi" or a.size != self._n_feat:
+                fail(fn, name, f"{self._n_feat} real numbers", describe(a))
+            a = a.astype(np.float64).reshape(self._n_feat)
+            check_finite(fn, name, a)
+            arrs.append(a)
+        if (arrs[1] < 0).any():
+            fail(fn, "var", ">= 0", f"{arrs[1].min()!r}")
+        self._count = int(count)
+        np.copyto(self._mean, arrs[0])
+        np.copyto(self._var, arrs[1])
+        self._scale = None
+
+
+class ReturnNormalizer:
+    """Per-env discounted-return reward scaling (Stable-Baselines3's VecNormalize).
+
+    Parameters
+    ----------
+    n_envs : int >= 1
+    gamma : float in [0, 1], default 0.99
+    clip : float > 0 or None, default 10.0
+    epsilon : float > 0, default 1e-8
+
+    Notes
+    -----
+    Per step and env: ``R = gamma * R + r``; the ``R`` of the step's valid envs
+    update the running statistics :attr:`rms` (one batch per step); then
+    ``r' = clip(r / sqrt(var_R + epsilon), -clip, clip)``; and ``R = 0`` where
+    the step terminated or truncated. Only the scale is used, not the mean, so
+    the sign of a reward survives. This is VecNormalize's ``_update_reward`` /
+    ``normalize_reward`` with exact moments instead of its ``count = 1e-4``
+    prior. An invalid row (``valid`` False: next-step autoreset's reset row) is
+    no transition: it leaves ``R`` and the statistics untouched (its output is
+    still the scaled reward).
+
+    References
+    ----------
+    Engstrom et al. (2020), "Implementation Matters in Deep Policy Gradients",
+    arXiv 2005.12729 (reward scaling); Stable-Baselines3 ``VecNormalize``.
+    """
+
+    __slots__ = ("_clip", "_gamma", "_n_envs", "_returns", "rms")
+
+    def __init__(
+        self, n_envs: int, gamma: float = 0.99, clip: float | None = 10.0, epsilon: float = 1e-8
+    ) -> None:
+        fn = "ReturnNormalizer"
+        if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)):
+            fail(fn, "n_envs", "an int", repr(n_envs), exc=TypeError)
+        if n_envs < 1:
+            fail(fn, "n_envs", ">= 1", repr(n_envs))
+        self._n_envs = int(n_envs)
+        self._gamma = check_range(fn, "gamma", gamma, 0.0, 1.0)
+        self._clip = _clip_value(fn, clip)
+        self.rms = RunningMeanStd((), epsilon)
+        self._returns = np.zeros(self._n_envs)
+
+    @property
+    def n_envs(self) -> int:
+        return self._n_envs
+
+    @property
+    def returns(self) -> np.ndarray:
+        """The running discounted return per env, float64 [N] (a copy)."""
+        return self._returns.copy()
+
+    def normalize(
+        self, rewards: Any, terminated: Any, truncated: Any, valid: Any = None, out: Any = None
+    ) -> np.ndarray:
+        """Scale one step ``[N]`` (or a ``[T, N]`` block, step by step) of rewards.
+
+        Parameters
+        ----------
+        rewards : float32 or float64 array [N] or [T, N], finite
+        terminated, truncated : bool/uint8/float-0-1 array like ``rewards``
+        valid : flag array like ``rewards``, optional
+        out : array like ``rewards``, optional
+
+        Returns
+        -------
+        ndarray like ``rewards``: the scaled, clipped rewards.
+        """
+        fn = "ReturnNormalizer.normalize"
+        a = as_array(fn, "rewards", rewards)
+        if a.dtype not in FLOATS:
+            fail(fn, "rewards", "float32 or float64", f"dtype {a.dtype}", exc=TypeError)
+        if a.ndim not in (1, 2) or a.shape[-1] != self._n_envs:
+            fail(
+                fn, "rewards", f"shape [{self._n_envs}] or [T, {self._n_envs}]", f"shape {a.shape}"
+            )
+        shape2 = (1, self._n_envs) if a.ndim == 1 else a.shape
+        flags: list[np.ndarray] = []
+        for name, f in (("terminated", terminated), ("truncated", truncated), ("valid", valid)):
+            if f is None and name == "valid":
+                flags.append(_NO_MASK_2D)
+                continue
+            u = flag_array(fn, name, f, a.shape)
+            flags.append(np.ascontiguousarray(u).reshape(shape2))
+        check_finite(fn, "rewards", a)
+        o = None
+        if out is not None:
+            o = check_out(fn, "out", out, a.shape, a.dtype)
+            check_no_overlap(fn, (o,), {"rewards": a})
+        res = o if o is not None else np.empty(a.shape, a.dtype)
+        if a.size == 0:
+            return res
+        r2 = np.ascontiguousarray(a).reshape(shape2)
+        direct = res.flags.c_contiguous
+        o2 = res.reshape(shape2) if direct else np.empty(shape2, a.dtype)
+        rms = self.rms
+        n = _k.return_normalize(
+            r2, flags[0], flags[1], flags[2], self._gamma, self._clip, rms._epsilon,
+            float(rms._count), self._returns, rms._mean, rms._var, o2,
+        )  # fmt: skip
+        rms._count += int(n)
+        rms._scale = None
+        if not direct:
+            np.copyto(res, o2.reshape(a.shape))
+        return res
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain JSON-able state: hyperparameters, per-env returns, the statistics."""
+        return {
+            "n_envs": self._n_envs,
+            "gamma": self._gamma,
+            "clip": None if self._clip == 0.0 else self._clip,
+            "returns": self._returns.tolist(),
+            "rms": self.rms.state_dict(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, d: Mapping[str, Any]) -> ReturnNormalizer:
+        """Rebuild a :class:`ReturnNormalizer` from :meth:`state_dict` output."""
+        fn = "ReturnNormalizer.from_state_dict"
+        keys = ("n_envs", "gamma", "clip", "returns", "rms")
+        if not isinstance(d, Mapping):
+            fail(fn, "d", f"a mapping with keys {keys}", type(d).__name__, exc=TypeError)
+        missing = [k for k in keys if k not in d]
+        if missing:
+            fail(fn, "d", f"a mapping with keys {keys}", f"one missing {missing}")
+        rms = RunningMeanStd.from_state_dict(d["rms"])
+        if rms.shape != ():
+            fail(fn, "rms", "statistics of shape ()", f"shape {rms.shape}")
+        rn = cls(d["n_envs"], d["gamma"], d["clip"], rms.epsilon)
+        ret = as_array(fn, "returns", d["returns"])
+        if ret.dtype.kind not in "fi" or ret.shape != (rn._n_envs,):
+            fail(fn, "returns", f"{rn._n_envs} real numbers", describe(ret))
+        ret = ret.astype(np.float64)
+        check_finite(fn, "returns", ret)
+        np.copyto(rn._returns, ret)
+        rn.rms = rms
+        return rn
+
+
+def normalize_returns(
+    returns: Any,
+    rms: RunningMeanStd,
+    update: bool = True,
+    clip: float | None = 5.0,
+    out: Any = None,
+    *,
+    valid: Any = None,
+) -> np.ndarray:
+    """Persistent return normalisation for the value target.
+
+    With ``update``, the returns (the rows ``valid`` keeps) first update
+    ``rms``; then ``out = clip((returns - mean) / sqrt(var + epsilon), -clip,
+    clip)``. The value head learns this target, and :func:`denormalize_values`
+    maps its predictions back to return scale for GAE.
+
+    Parameters
+    ----------
+    returns : float32 or float64 array [..., *rms.shape] (usually [T, N])
+    rms : RunningMeanStd
+    update : bool, default True
+    clip : float > 0 or None, default 5.0
+    out : array like ``returns``, optional
+    valid : flag array of the leading dims, optional (keyword)
+
+    Returns
+    -------
+    ndarray like ``returns``.
+
+    Notes
+    -----
+    Validation (including ``out``) happens before ``rms`` changes, so a bad
+    call leaves both the statistics and ``out`` untouched.
+    """
+    fn = "normalize_returns"
+    if not isinstance(rms, RunningMeanStd):
+        fail(fn, "rms", "a RunningMeanStd", type(rms).__name__, exc=TypeError)
+    if not isinstance(update, (bool, np.bool_)):
+        fail(fn, "update", "a bool", repr(update), exc=TypeError)
+    a = _float_input(fn, "returns", returns, rms.shape)
+    c = _clip_value(fn, clip)
+    if out is not None:
+        o = check_out(fn, "out", out, a.shape, a.dtype)
+        check_no_overlap(fn, (o,), {"returns": a})
+    if update:
+        rms.update(a, valid)
+    return rms._affine(fn, "returns", a, c, out, True)
+
+
+def denormalize_values(values: Any, rms: RunningMeanStd, out: Any = None) -> np.ndarray:
+    """``values * sqrt(var + epsilon) + mean``: value predictions back to return scale.
+
+    Parameters
+    ----------
+    values : float32 or float64 array [..., *rms.shape]
+    rms : RunningMeanStd
+    out : array like ``values``, optional
+
+    Returns
+    -------
+    ndarray like ``values``.
+    """
+    fn = "denormalize_values"
+    if not isinstance(rms, RunningMeanStd):
+        fail(fn, "rms", "a RunningMeanStd", type(rms).__name__, exc=TypeError)
+    return rms._affine(fn, "values", values, 0.0, out, False)
+
+
+def _warmup() -> None:
+    """Compile every stats kernel for float32 and float64, serial and parallel."""
+    for dt in (np.float32, np.float64):
+        x = np.arange(12, dtype=dt).reshape(4, 3)
+        m, rpb = _k.layout(3)
+        for kern in (_k.update_serial, _k.update_parallel):
+            for mask in (_NO_MASK_1D, np.ones(4, np.uint8)):
+                kern(x, mask, m, rpb, 0.0, np.zeros(3), np.ones(3))
+        for aff in (_k.affine_serial, _k.affine_parallel):
+            for divide in (True, False):
+                aff(x, np.zeros(3), np.ones(3), divide, 0.0, np.empty_like(x))
+        rms = RunningMeanStd((3,))
+        rms.update(x)
+        rms.normalize(x, clip=5.0)
+        rms.denormalize(x)
+        rn = ReturnNormalizer(3)
+        z = np.zeros((4, 3), bool)
+        rn.normalize(x, z, z)
+        rn.normalize(x, z, z, valid=~z)
+        normalize_returns(x[:, 0], RunningMeanStd())
+        denormalize_values(x[:, 0], RunningMeanStd())

@@ -1,0 +1,677 @@
+"""Running statistics: hand-worked cases, the union property, big counts, errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastppo
+from fastppo import ReturnNormalizer, RunningMeanStd, denormalize_values, normalize_returns
+from fastppo._cy import _stats as cy_stats
+from fastppo._jit import PARALLEL_MIN_ELEMENTS
+from fastppo.kernels import stats as K
+from fastppo.reference import stats as ref
+
+FLOATS = (np.float32, np.float64)
+
+
+def assert_union(rms: RunningMeanStd, data: np.ndarray) -> None:
+    """rms equals np.mean / np.var of ``data`` [R, *shape] to 1e-12 of the data's scale."""
+    d = data.astype(np.float64)
+    assert rms.count == d.shape[0]
+    scale = max(float(np.abs(d).max()), 1e-300)
+    np.testing.assert_allclose(rms.mean, d.mean(axis=0), rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(rms.var, d.var(axis=0), rtol=0, atol=1e-12 * scale**2)
+
+
+# -- hand-worked -----------------------------------------------------------------
+def test_fresh_state_is_identity_prior() -> None:
+    rms = RunningMeanStd((2,))
+    assert rms.count == 0
+    np.testing.assert_array_equal(rms.mean, [0.0, 0.0])
+    np.testing.assert_array_equal(rms.var, [1.0, 1.0])
+    np.testing.assert_array_equal(rms.std, [1.0, 1.0])
+    assert rms.shape == (2,)
+
+
+def test_hand_worked_scalar_updates() -> None:
+    rms = RunningMeanStd()
+    rms.update(np.array([1.0, 2.0, 3.0, 4.0]))
+    assert rms.count == 4
+    assert rms.mean == 2.5 and rms.var == 1.25
+    rms.update(np.array([10.0]))
+    # union {1, 2, 3, 4, 10}: mean 4, E[x^2] = 130/5 = 26, var = 26 - 16 = 10
+    assert rms.count == 5
+    assert rms.mean == pytest.approx(4.0, abs=1e-15)
+    assert rms.var == pytest.approx(10.0, abs=1e-14)
+    assert rms.std == pytest.approx(np.sqrt(10.0), abs=1e-14)
+    assert rms.mean.shape == () and rms.var.shape == ()
+
+
+def test_hand_worked_normalize_denormalize() -> None:
+    rms = RunningMeanStd(epsilon=1e-8)
+    rms.update(np.array([1.0, 2.0, 3.0, 4.0]))  # mean 2.5, var 1.25
+    y = rms.normalize(np.array([2.5, 5.0, -100.0]))
+    s = np.sqrt(1.25 + 1e-8)
+    np.testing.assert_allclose(y, [0.0, 2.5 / s, -102.5 / s], rtol=1e-15)
+    yc = rms.normalize(np.array([2.5, 5.0, -100.0]), clip=2.0)
+    np.testing.assert_allclose(yc, [0.0, 2.0, -2.0], rtol=1e-15)
+    np.testing.assert_allclose(rms.denormalize(np.array([0.0, 1.0])), [2.5, 2.5 + s], rtol=1e-15)
+
+
+def test_valid_mask_leaves_rows_out_even_non_finite() -> None:
+    rms = RunningMeanStd((2,))
+    x = np.array([[1.0, 2.0], [np.nan, np.inf], [3.0, 6.0]])
+    rms.update(x, valid=np.array([True, False, True]))
+    assert rms.count == 2
+    np.testing.assert_array_equal(rms.mean, [2.0, 4.0])
+    np.testing.assert_array_equal(rms.var, [1.0, 4.0])
+    rms.update(x, valid=np.zeros(3, bool))  # nothing valid: no change
+    assert rms.count == 2
+
+
+def test_leading_dims_and_mask_over_them() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 3, 4)).astype(np.float32)
+    mask = rng.random((5, 3)) < 0.6
+    rms = RunningMeanStd((4,))
+    rms.update(x, valid=mask)
+    assert_union(rms, x[mask])
+    rms2 = RunningMeanStd(4)  # an int shape means (4,)
+    rms2.update(x, valid=mask.astype(np.uint8))
+    np.testing.assert_array_equal(rms2.mean, rms.mean)
+
+
+def test_multi_dim_shape() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(3.0, 2.0, size=(7, 2, 3))
+    rms = RunningMeanStd((2, 3))
+    rms.update(x)
+    assert rms.mean.shape == (2, 3)
+    assert_union(rms, x)
+    np.testing.assert_allclose(rms.normalize(x).reshape(7, 6).mean(axis=0), 0, atol=1e-12)
+
+
+def test_zero_size_shapes_and_empty_batches() -> None:
+    rms = RunningMeanStd((0,))
+    rms.update(np.zeros((5, 0)))
+    assert rms.count == 5
+    r = RunningMeanStd((3,))
+    r.update(np.zeros((0, 3), np.float32))
+    assert r.count == 0
+    assert r.normalize(np.zeros((0, 3))).shape == (0, 3)
+
+
+# -- the union property (hypothesis) ----------------------------------------------
+@st.composite
+def split_data(draw):
+    n_feat = draw(st.integers(1, 5))
+    n_rows = draw(st.integers(1, 60))
+    dtype = draw(st.sampled_from(FLOATS))
+    offset = draw(st.sampled_from([0.0, 1e3, -1e6]))
+    spread = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    data = (offset + spread * rng.standard_normal((n_rows, n_feat))).astype(dtype)
+    cuts = sorted(draw(st.lists(st.integers(0, n_rows), max_size=5)))
+    bounds = [0, *cuts, n_rows]
+    parts = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    return data, parts
+
+
+@settings(max_examples=60, deadline=None)
+@given(split_data())
+def test_any_split_of_updates_equals_union(case) -> None:
+    data, parts = case
+    rms = RunningMeanStd((data.shape[1],))
+    for p in parts:
+        rms.update(p)
+    assert_union(rms, data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(split_data(), st.randoms(use_true_random=False))
+def test_any_merge_order_equals_union(case, rnd) -> None:
+    data, parts = case
+    states = []
+    for p in parts:
+        r = RunningMeanStd((data.shape[1],))
+        r.update(p)
+        states.append(r)
+    while len(states) > 1:  # merge random pairs: any tree of merges
+        i, j = sorted(rnd.sample(range(len(states)), 2))
+        states[i].merge(states.pop(j))
+    assert_union(states[0], data)
+
+
+@settings(max_examples=40, deadline=None)
+@given(split_data(), st.integers(0, 2**32 - 1))
+def test_masked_updates_equal_union_of_valid_rows(case, seed) -> None:
+    data, parts = case
+    rng = np.random.default_rng(seed)
+    masks = [rng.random(len(p)) < 0.5 for p in parts]
+    rms = RunningMeanStd((data.shape[1],))
+    for p, m in zip(parts, masks):
+        rms.update(p, valid=m)
+    kept = np.concatenate([p[m] for p, m in zip(parts, masks)])
+    if len(kept) == 0:
+        assert rms.count == 0
+        np.testing.assert_array_equal(rms.var, 1.0)
+    else:
+        assert_union(rms, kept)
+
+
+@settings(max_examples=40, deadline=None)
+@given(split_data())
+def test_state_dict_round_trip_through_json(case) -> None:
+    data, parts = case
+    rms = RunningMeanStd((data.shape[1],), epsilon=1e-6)
+    rms.update(parts[0] if len(parts[0]) else data)
+    d = json.loads(json.dumps(rms.state_dict()))
+    back = RunningMeanStd.from_state_dict(d)
+    assert back.count == rms.count and back.epsilon == rms.epsilon and back.shape == rms.shape
+    np.testing.assert_array_equal(back.mean, rms.mean)
+    np.testing.assert_array_equal(back.var, rms.var)
+    # and the copy carries on exactly like the original
+    rms.update(data)
+    back.update(data)
+    np.testing.assert_array_equal(back.mean, rms.mean)
+    np.testing.assert_array_equal(back.var, rms.var)
+
+
+def test_matches_reference_chan_merge() -> None:
+    rng = np.random.default_rng(2)
+    parts = [rng.normal(5, 3, size=(n, 3)) for n in (4, 9, 1, 30)]
+    rms = RunningMeanStd((3,))
+    state = ref.batch_moments(parts[0][:0])
+    for p in parts:
+        rms.update(p)
+        state = ref.chan_merge(state, ref.batch_moments(p))
+    assert rms.count == state[0]
+    np.testing.assert_allclose(rms.mean, state[1], rtol=1e-14)
+    np.testing.assert_allclose(rms.var, state[2], rtol=1e-13)
+
+
+# -- large batches: every implementation gives the same bits ----------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(8, 4), (16, 17), (1000, 3), (70_000, 1), (3000, 64)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_cython_numba_serial_parallel_bit_identical(dtype, shape, masked) -> None:
+    rng = np.random.default_rng(3)
+    x = (7.0 + 2.0 * rng.standard_normal(shape)).astype(dtype)
+    valid = (rng.random(shape[0]) < 0.7).astype(np.uint8) if masked else None
+    m, rpb = K.layout(shape[1])
+    results = []
+    for impl in ("cython", "serial", "parallel"):
+        mean = np.full(shape[1], 1.5)
+        var = np.full(shape[1], 0.5)
+        if impl == "cython":
+            up = cy_stats.Updater(mean, var, m, rpb)
+            n = (up.update_f32 if dtype == np.float32 else up.update_f64)(x, valid, 11.0)
+        else:
+            kern = K.update_serial if impl == "serial" else K.update_parallel
+            mask = valid if masked else np.zeros(0, np.uint8)
+            n = kern(x, mask, m, rpb, 11.0, mean, var)
+        results.append((n, mean, var))
+    for n, mean, var in results[1:]:
+        assert n == results[0][0]
+        np.testing.assert_array_equal(mean, results[0][1])
+        np.testing.assert_array_equal(var, results[0][2])
+    # and the numbers are right: merged with the 11-sample prior state
+    kept = x[valid.astype(bool)] if masked else x
+    exp = ref.chan_merge(
+        (11, np.full(shape[1], 1.5), np.full(shape[1], 0.5)), ref.batch_moments(kept)
+    )
+    np.testing.assert_allclose(results[0][1], exp[1], rtol=0, atol=1e-12 * 20)
+    np.testing.assert_allclose(results[0][2], exp[2], rtol=0, atol=1e-12 * 400)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_public_large_batch_path(dtype) -> None:
+    rng = np.random.default_rng(4)
+    x = (1e4 + rng.standard_normal((PARALLEL_MIN_ELEMENTS // 8 + 7, 8))).astype(dtype)
+    mask = rng.random(x.shape[0]) < 0.9
+    rms = RunningMeanStd((8,))
+    rms.update(x[:5])
+    rms.update(x[5:], valid=mask[5:])
+    assert_union(rms, np.concatenate([x[:5], x[5:][mask[5:]]]))
+    y = rms.normalize(x)
+    np.testing.assert_allclose(
+        y,
+        ref.normalize(x, rms.mean, rms.var, 1e-8),
+        rtol=1e-6 if dtype == np.float32 else 1e-12,
+        atol=1e-6,
+    )
+
+
+# -- counts beyond 2**53 ------------------------------------------------------------
+def test_huge_count_update_keeps_exact_count_and_mean() -> None:
+    n0 = 2**60
+    rms = RunningMeanStd.from_state_dict(
+        {"shape": [], "epsilon": 1e-8, "count": n0, "mean": [1.0], "var": [4.0]}
+    )
+    batch = np.array([1.0 + 2**-20] * 3 + [3.0e6])
+    rms.update(batch)
+    assert rms.count == n0 + 4  # exact: a float count would have stayed 2**60
+    exact_mean = (Fraction(n0) * 1 + sum(Fraction(float(b)) for b in batch)) / (n0 + 4)
+    assert float(rms.mean) == pytest.approx(float(exact_mean), rel=1e-15)
+    assert float(rms.mean) > 1.0  # the small batch still moves the mean
+    # the state survives JSON with the exact count
+    back = RunningMeanStd.from_state_dict(json.loads(json.dumps(rms.state_dict())))
+    assert back.count == n0 + 4
+
+
+def test_huge_count_merge() -> None:
+    a = RunningMeanStd.from_state_dict(
+        {"shape": [2], "epsilon": 1e-8, "count": 2**62 + 1, "mean": [0.0, 1.0], "var": [1.0, 1.0]}
+    )
+    b = RunningMeanStd.from_state_dict(
+        {"shape": [2], "epsilon": 1e-8, "count": 3 * 2**62, "mean": [4.0, 1.0], "var": [1.0, 2.0]}
+    )
+    a.merge(b)
+    assert a.count == 2**64 + 1  # beyond int64 too
+    # weights 1/4, 3/4: mean = 3, var = 1/4*1 + 3/4*1 + 16*3/16 = 4 (feature 0)
+    np.testing.assert_allclose(a.mean, [3.0, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(a.var, [4.0, 1.75], rtol=1e-15)
+    assert isinstance(a.state_dict()["count"], int)
+
+
+def test_count_as_decimal_string() -> None:
+    d = RunningMeanStd().state_dict()
+    d["count"] = str(2**70)
+    assert RunningMeanStd.from_state_dict(d).count == 2**70
+
+
+# -- normalize / denormalize --------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normalize_denormalize_inverse_and_dtype(dtype) -> None:
+    rng = np.random.default_rng(5)
+    rms = RunningMeanStd((3,))
+    rms.update(rng.normal(10, 5, size=(100, 3)))
+    x = rng.normal(10, 5, size=(4, 6, 3)).astype(dtype)
+    y = rms.normalize(x)
+    assert y.dtype == dtype and y.shape == x.shape
+    np.testing.assert_allclose(
+        y,
+        ref.normalize(x, rms.mean, rms.var, rms.epsilon),
+        rtol=2e-6 if dtype == np.float32 else 1e-14,
+        atol=1e-6 if dtype == np.float32 else 1e-14,
+    )
+    back = rms.denormalize(y)
+    np.testing.assert_allclose(back, x, rtol=1e-5 if dtype == np.float32 else 1e-13)
+
+
+def test_out_buffers_are_used_and_inputs_untouched() -> None:
+    rng = np.random.default_rng(6)
+    rms = RunningMeanStd((2,))
+    x = rng.normal(size=(10, 2))
+    rms.update(x)
+    x_copy = x.copy()
+    out = np.empty_like(x)
+    res = rms.normalize(x, clip=1.0, out=out)
+    assert np.shares_memory(res, out)
+    res2 = rms.denormalize(res, out=np.empty_like(x))
+    np.testing.assert_allclose(res2, np.clip(res, -1, 1) * np.sqrt(rms.var + 1e-8) + rms.mean)
+    np.testing.assert_array_equal(x, x_copy)
+    # a non-contiguous out still receives the result
+    big = np.zeros((10, 4))
+    res3 = rms.normalize(x, out=big[:, ::2])
+    assert np.shares_memory(res3, big)
+    np.testing.assert_array_equal(big[:, ::2], rms.normalize(x))
+    np.testing.assert_array_equal(big[:, 1::2], 0.0)
+
+
+def test_read_only_and_non_contiguous_inputs() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(20, 6))
+    ro = x.copy()
+    ro.flags.writeable = False
+    a = RunningMeanStd((3,))
+    a.update(ro[:, ::2], valid=np.ones(20, bool)[::1])
+    assert_union(a, x[:, ::2])
+    y = a.normalize(ro[:, ::2])
+    np.testing.assert_allclose(y, ref.normalize(x[:, ::2], a.mean, a.var, 1e-8), rtol=1e-14)
+
+
+def test_merge_with_empty_and_self() -> None:
+    a = RunningMeanStd((2,))
+    b = RunningMeanStd((2,))
+    a.merge(b)
+    assert a.count == 0
+    np.testing.assert_array_equal(a.var, 1.0)
+    b.update(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    a.merge(b)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    assert b.count == 2  # other unchanged
+    a.merge(a)
+    assert a.count == 4
+    np.testing.assert_allclose(a.var, b.var)
+
+
+# -- ReturnNormalizer ----------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("masked", [False, True])
+def test_return_normalizer_matches_sb3_transcription(dtype, masked) -> None:
+    rng = np.random.default_rng(8)
+    t_max, n = 40, 5
+    rewards = rng.normal(0.5, 2.0, size=(t_max, n)).astype(dtype)
+    term = rng.random((t_max, n)) < 0.08
+    trunc = rng.random((t_max, n)) < 0.05
+    valid = rng.random((t_max, n)) < 0.8 if masked else None
+    exp, exp_ret, hist = ref.return_normalize(rewards, term, trunc, 0.97, 3.0, 1e-8, valid)
+    # step by step, as a trainer calls it
+    rn = ReturnNormalizer(n, gamma=0.97, clip=3.0)
+    got = np.stack(
+        [
+            rn.normalize(rewards[t], term[t], trunc[t], None if valid is None else valid[t])
+            for t in range(t_max)
+        ]
+    )
+    assert got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, exp, rtol=tol, atol=tol)
+    np.testing.assert_allclose(rn.returns, exp_ret, rtol=1e-12)
+    assert rn.rms.count == len(hist)
+    np.testing.assert_allclose(rn.rms.var, np.var(hist), rtol=1e-12)
+    # a [T, N] block is processed exactly like T single steps
+    rn2 = ReturnNormalizer(n, gamma=0.97, clip=3.0)
+    block = rn2.normalize(rewards, term, trunc, valid)
+    np.testing.assert_array_equal(block, got)
+    np.testing.assert_array_equal(rn2.returns, rn.returns)
+    assert rn2.rms.count == rn.rms.count
+
+
+def test_return_normalizer_resets_on_truncation_hand_worked() -> None:
+    rn = ReturnNormalizer(2, gamma=0.5, clip=None)
+    f = np.zeros(2, bool)
+    rn.normalize(np.array([1.0, 2.0]), f, np.array([False, True]))
+    np.testing.assert_array_equal(rn.returns, [1.0, 0.0])
+    rn.normalize(np.array([1.0, 2.0]), np.array([True, False]), f)
+    # R history: {1, 2} then {1.5, 2}: mean 1.625, var = mean(x^2) - mean^2
+    np.testing.assert_array_equal(rn.returns, [0.0, 2.0])
+    h = np.array([1.0, 2.0, 1.5, 2.0])
+    assert rn.rms.var == pytest.approx(h.var(), abs=1e-15)
+    y = rn.normalize(np.array([3.0, -3.0]), f, f)
+    h = np.append(h, [3.0, -2.0])
+    np.testing.assert_allclose(y, np.array([3.0, -3.0]) / np.sqrt(h.var() + 1e-8), rtol=1e-14)
+
+
+def test_return_normalizer_state_round_trip() -> None:
+    rng = np.random.default_rng(9)
+    rn = ReturnNormalizer(3, gamma=0.9, clip=5.0)
+    f = np.zeros((6, 3), bool)
+    rn.normalize(rng.normal(size=(6, 3)), f, f)
+    back = ReturnNormalizer.from_state_dict(json.loads(json.dumps(rn.state_dict())))
+    r = rng.normal(size=(4, 3))
+    np.testing.assert_array_equal(back.normalize(r, f[:4], f[:4]), rn.normalize(r, f[:4], f[:4]))
+    np.testing.assert_array_equal(back.returns, rn.returns)
+
+
+def test_return_normalizer_inputs_untouched_and_out() -> None:
+    rn = ReturnNormalizer(4)
+    r = np.arange(8.0).reshape(2, 4)
+    r.flags.writeable = False
+    term = np.zeros((2, 4), np.float32)  # float 0/1 flags are accepted
+    out = np.empty((2, 4))
+    res = rn.normalize(r, term, term, out=out)
+    assert np.shares_memory(res, out)
+    np.testing.assert_array_equal(r, np.arange(8.0).reshape(2, 4))
+
+
+# -- normalize_returns / denormalize_values -------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normalize_returns_then_denormalize(dtype) -> None:
+    rng = np.random.default_rng(10)
+    rms = RunningMeanStd()
+    ret = rng.normal(50.0, 20.0, size=(32, 4)).astype(dtype)
+    y = normalize_returns(ret, rms)
+    assert rms.count == ret.size and y.dtype == dtype
+    exp = np.clip(
+        (ret.astype(np.float64) - ret.astype(np.float64).mean())
+        / np.sqrt(ret.astype(np.float64).var() + 1e-8),
+        -5,
+        5,
+    )
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y, exp, rtol=tol, atol=tol)
+    # update=False: the statistics stay; no clip: denormalize is the inverse
+    y2 = normalize_returns(ret, rms, update=False, clip=None, out=np.empty_like(ret))
+    assert rms.count == ret.size
+    back = denormalize_values(y2, rms)
+    np.testing.assert_allclose(back, ret, rtol=tol * 10)
+
+
+def test_normalize_returns_valid_mask_and_out() -> None:
+    rms = RunningMeanStd()
+    ret = np.array([[1.0, 1e9], [3.0, 5.0]])
+    valid = np.array([[True, False], [True, True]])
+    out = np.empty_like(ret)
+    res = normalize_returns(ret, rms, valid=valid, out=out)
+    assert np.shares_memory(res, out) and rms.count == 3
+    assert rms.mean == pytest.approx(3.0)
+    assert res[0, 1] == 5.0  # clipped to [-5, 5]
+
+
+# -- errors: one test per rule ----------------------------------------------------------
+def test_error_shape_type() -> None:
+    with pytest.raises(TypeError, match=r"RunningMeanStd: shape must be a tuple of ints, got"):
+        RunningMeanStd((2.0,))
+
+
+def test_error_shape_negative() -> None:
+    with pytest.raises(ValueError, match=r"RunningMeanStd: shape must be non-negative"):
+        RunningMeanStd((-1,))
+
+
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("inf"), float("nan")])
+def test_error_epsilon_range(eps) -> None:
+    with pytest.raises(ValueError, match=r"RunningMeanStd: epsilon must be in \(0, inf\), got"):
+        RunningMeanStd(epsilon=eps)
+
+
+def test_error_batch_dtype() -> None:
+    with pytest.raises(
+        TypeError, match=r"RunningMeanStd.update: batch must be float32 or float64, got dtype int64"
+    ):
+        RunningMeanStd().update(np.arange(3))
+
+
+def test_error_batch_trailing_shape() -> None:
+    rms = RunningMeanStd((3,))
+    with pytest.raises(
+        ValueError, match=r"RunningMeanStd.update: batch must be shape .* got shape \(4, 2\)"
+    ):
+        rms.update(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match=r"got shape \(\)"):
+        rms.update(np.float64(1.0))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_error_non_finite_batch_leaves_state(bad) -> None:
+    rms = RunningMeanStd((2,))
+    rms.update(np.ones((3, 2)))
+    x = np.zeros((4, 2))
+    x[2, 1] = bad
+    with pytest.raises(
+        ValueError, match=r"RunningMeanStd.update: batch must be finite, got .* at index \(2, 1\)"
+    ):
+        rms.update(x)
+    assert rms.count == 3
+    np.testing.assert_array_equal(rms.mean, 1.0)
+    big = np.zeros((PARALLEL_MIN_ELEMENTS, 2))
+    big[-1, 0] = bad
+    with pytest.raises(ValueError, match=r"must be finite"):
+        rms.update(big)
+    assert rms.count == 3
+
+
+def test_error_overflowing_batch() -> None:
+    rms = RunningMeanStd()
+    with pytest.raises(
+        ValueError, match=r"RunningMeanStd.update: batch must be values whose squares fit"
+    ):
+        rms.update(np.array([1e300, -1e300]))
+    assert rms.count == 0
+
+
+def test_error_valid_shape_and_type() -> None:
+    rms = RunningMeanStd((2,))
+    with pytest.raises(
+        ValueError, match=r"RunningMeanStd.update: valid must be shape \(3,\), got shape \(2,\)"
+    ):
+        rms.update(np.zeros((3, 2)), valid=np.ones(2, bool))
+    with pytest.raises(
+        TypeError, match=r"RunningMeanStd.update: valid must be bool, uint8 or float 0/1"
+    ):
+        rms.update(np.zeros((3, 2)), valid=np.ones(3, np.int32))
+    assert rms.count == 0
+
+
+def test_error_merge_type_and_shape() -> None:
+    with pytest.raises(
+        TypeError, match=r"RunningMeanStd.merge: other must be a RunningMeanStd, got dict"
+    ):
+        RunningMeanStd().merge({})
+    with pytest.raises(
+        ValueError,
+        match=r"RunningMeanStd.merge: other must be a RunningMeanStd of shape \(\), got shape",
+    ):
+        RunningMeanStd().merge(RunningMeanStd((2,)))
+
+
+@pytest.mark.parametrize("clip", [0.0, -1.0])
+def test_error_clip_positive(clip) -> None:
+    with pytest.raises(
+        ValueError, match=r"RunningMeanStd.normalize: clip must be in \(0, inf\], got"
+    ):
+        RunningMeanStd().normalize(np.zeros(3), clip=clip)
+
+
+def test_error_normalize_out() -> None:
+    rms = RunningMeanStd()
+    x = np.zeros(3)
+    with pytest.raises(
+        TypeError, match=r"RunningMeanStd.normalize: out must be dtype float64, got dtype float32"
+    ):
+        rms.normalize(x, out=np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"out must be shape \(3,\), got shape \(4,\)"):
+        rms.normalize(x, out=np.zeros(4))
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out must be writeable"):
+        rms.denormalize(x, out=ro)
+    with pytest.raises(ValueError, match=r"out must be not to overlap the input 'x'"):
+        rms.normalize(x, out=x)
+
+
+def test_error_normalize_input() -> None:
+    with pytest.raises(TypeError, match=r"RunningMeanStd.normalize: x must be float32 or float64"):
+        RunningMeanStd().normalize([1, 2])
+    with pytest.raises(ValueError, match=r"RunningMeanStd.denormalize: y must be shape"):
+        RunningMeanStd((2,)).denormalize(np.zeros(3))
+
+
+def test_error_state_dict() -> None:
+    good = RunningMeanStd((2,)).state_dict()
+    with pytest.raises(TypeError, match=r"from_state_dict: d must be a mapping"):
+        RunningMeanStd.from_state_dict([1])
+    with pytest.raises(
+        ValueError, match=r"from_state_dict: d must be a mapping .* missing \['count'\]"
+    ):
+        RunningMeanStd.from_state_dict({k: v for k, v in good.items() if k != "count"})
+    with pytest.raises(TypeError, match=r"from_state_dict: count must be an int, got 3.0"):
+        RunningMeanStd.from_state_dict({**good, "count": 3.0})
+    with pytest.raises(ValueError, match=r"from_state_dict: count must be >= 0"):
+        RunningMeanStd.from_state_dict({**good, "count": -1})
+    with pytest.raises(ValueError, match=r"from_state_dict: mean must be 2 real numbers"):
+        RunningMeanStd.from_state_dict({**good, "mean": [1.0]})
+    with pytest.raises(ValueError, match=r"from_state_dict: var must be >= 0"):
+        RunningMeanStd.from_state_dict({**good, "var": [1.0, -1.0]})
+    with pytest.raises(ValueError, match=r"from_state_dict: mean must be finite"):
+        RunningMeanStd.from_state_dict({**good, "mean": [1.0, float("nan")]})
+
+
+def test_error_return_normalizer_construction() -> None:
+    with pytest.raises(TypeError, match=r"ReturnNormalizer: n_envs must be an int, got 2.0"):
+        ReturnNormalizer(2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"ReturnNormalizer: n_envs must be >= 1, got 0"):
+        ReturnNormalizer(0)
+    with pytest.raises(ValueError, match=r"ReturnNormalizer: gamma must be in \[0, 1\], got 1.5"):
+        ReturnNormalizer(2, gamma=1.5)
+    with pytest.raises(ValueError, match=r"ReturnNormalizer: clip must be in \(0, inf\]"):
+        ReturnNormalizer(2, clip=0.0)
+
+
+def test_error_return_normalizer_inputs_leave_state() -> None:
+    rn = ReturnNormalizer(3)
+    f = np.zeros(3, bool)
+    with pytest.raises(
+        ValueError,
+        match=r"normalize: rewards must be shape \[3\] or \[T, 3\], got shape \(4,\)",
+    ):
+        rn.normalize(np.zeros(4), f, f)
+    with pytest.raises(
+        TypeError, match=r"ReturnNormalizer.normalize: rewards must be float32 or float64"
+    ):
+        rn.normalize(np.zeros(3, np.int64), f, f)
+    with pytest.raises(
+        ValueError, match=r"ReturnNormalizer.normalize: truncated must be shape \(3,\)"
+    ):
+        rn.normalize(np.zeros(3), f, np.zeros(2, bool))
+    with pytest.raises(
+        ValueError, match=r"ReturnNormalizer.normalize: terminated must be 0/1 flags"
+    ):
+        rn.normalize(np.zeros(3), np.array([0.0, 0.5, 1.0]), f)
+    with pytest.raises(
+        ValueError,
+        match=r"ReturnNormalizer.normalize: rewards must be finite, got .*nan.* at index 1",
+    ):
+        rn.normalize(np.array([1.0, np.nan, 2.0]), f, f)
+    with pytest.raises(ValueError, match=r"ReturnNormalizer.normalize: out must be shape"):
+        rn.normalize(np.ones(3), f, f, out=np.empty(2))
+    assert rn.rms.count == 0
+    np.testing.assert_array_equal(rn.returns, 0.0)
+
+
+def test_error_normalize_returns_arguments_leave_rms() -> None:
+    rms = RunningMeanStd()
+    r = np.ones(4)
+    with pytest.raises(
+        TypeError, match=r"normalize_returns: rms must be a RunningMeanStd, got dict"
+    ):
+        normalize_returns(r, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"normalize_returns: update must be a bool, got 1"):
+        normalize_returns(r, rms, update=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"normalize_returns: clip must be in \(0, inf\]"):
+        normalize_returns(r, rms, clip=-5.0)
+    with pytest.raises(TypeError, match=r"normalize_returns: out must be dtype float64"):
+        normalize_returns(r, rms, out=np.empty(4, np.float32))
+    with pytest.raises(ValueError, match=r"normalize_returns: returns must be shape"):
+        normalize_returns(r, RunningMeanStd((2,)))
+    assert rms.count == 0
+    with pytest.raises(TypeError, match=r"denormalize_values: rms must be a RunningMeanStd"):
+        denormalize_values(r, None)  # type: ignore[arg-type]
+
+
+# -- packaging ------------------------------------------------------------------------
+def test_missing_extension_is_an_import_error_naming_the_build() -> None:
+    code = (
+        "import sys; sys.modules['fastppo._cy._stats'] = None\n"
+        "try:\n    import fastppo.stats\nexcept ImportError as e:\n    print(e)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install -e ." in res.stdout
+
+
+def test_exports_and_warmup() -> None:
+    for name in ("RunningMeanStd", "ReturnNormalizer", "normalize_returns", "denormalize_values"):
+        assert getattr(fastppo, name) is getattr(fastppo.stats, name)
+    fastppo.stats._warmup()
