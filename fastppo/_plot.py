@@ -424,6 +424,7 @@ def bar_chart(
     groups: list[str] | None = None,
     *,
     ref_line: float | None = None,
+    unit: str = "",
 ) -> None:
     """Write a horizontal bar chart as a PNG file.
 
@@ -451,6 +452,8 @@ def bar_chart(
         length as ``labels``.
     ref_line : float, optional
         Draw a vertical reference line at this value (1.0 for ratio charts).
+    unit : str, default ""
+        Appended to the value printed after each bar (``"x"`` for ratios).
 
     Raises
     ------
@@ -489,13 +492,15 @@ def bar_chart(
             raise ValueError(
                 f"{fn}: groups must have one entry per label ({len(labels)}), got {len(grp)}"
             )
+    unit = _check_str(fn, "unit", unit)
     if ref_line is not None:
         if isinstance(ref_line, bool) or not isinstance(ref_line, (int, float, np.number)):
             raise TypeError(f"{fn}: ref_line must be a real number or None, got {ref_line!r}")
         if not math.isfinite(ref_line) or (log and ref_line <= 0):
             need = "finite and > 0 with log=True" if log else "finite"
             raise ValueError(f"{fn}: ref_line must be {need}, got {ref_line!r}")
-    write_atomic(p, encode_png(_draw_bars(title, labels, vals, ylabel, log, grp, ref_line)))
+    img = _draw_bars(title, labels, vals, ylabel, log, grp, ref_line, unit)
+    write_atomic(p, encode_png(img))
 
 
 def _bar_axis(
@@ -527,6 +532,7 @@ def _draw_bars(
     log: bool,
     groups: list[str] | None,
     ref: float | None,
+    unit: str,
 ) -> np.ndarray:
     bar_h, gap = 18, 6
     # Rows: (kind, text, value index). A heading row precedes each run of a group.
@@ -577,28 +583,32 @@ def _draw_bars(
 
     # Bars start at the axis origin: 0 on a linear axis, the left edge on a log one.
     origin = x0 if log else xpos(0.0)
+    # Bars first, then axis and reference line, then text on top, so the
+    # reference line never hides a value label.
+    texts: list[tuple[str, int, int, Color, str]] = []
     y = y0 + gap
     for kind, text, i in rows:
         mid = y + bar_h // 2
         if kind == "head":
-            c.text(text, x0 - 12 - label_w, mid, color=_AXIS, anchor="lm")
+            texts.append((text, x0 - 12 - label_w, mid, _AXIS, "lm"))
             c.hline(x0 - 12 - label_w, x1, y + bar_h + gap // 2 - 1, _GRID)
         else:
             v = float(vals[i])
             xe = xpos(v)
             c.rect(min(origin, xe), y, max(origin, xe) + 1, y + bar_h, colors[text])
-            c.text(text, x0 - 8, mid, anchor="rm")
-            vt = _fmt_value(v) + ("x" if ref is not None and log else "")
+            texts.append((text, x0 - 8, mid, _FG, "rm"))
+            vt = _fmt_value(v) + unit
             if xe >= origin:
-                c.text(vt, xe + 6, mid, anchor="lm")
+                texts.append((vt, xe + 6, mid, _FG, "lm"))
             else:
-                c.text(vt, xe - 6, mid, anchor="rm")
+                texts.append((vt, xe - 6, mid, _FG, "rm"))
         y += bar_h + gap
     c.vline(origin, y0, y1, _AXIS)
     c.hline(x0, x1, y1, _AXIS)
     if ref is not None:
-        xr = xpos(ref)
-        c.vline(xr - 1, y0, y1, _REF, width=2)
+        c.vline(xpos(ref) - 1, y0, y1, _REF, width=2)
+    for text, x, yy, color, anchor in texts:
+        c.text(text, x, yy, color=color, anchor=anchor)
     return c.px
 
 

@@ -335,6 +335,23 @@ def test_startup_snippet_is_valid_python_measuring_the_contract() -> None:
     assert "T, N = 128, 8" in runner._STARTUP_SNIPPET
 
 
+def test_startup_snippet_skips_warmup_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real snippet's control flow, with a stand-in fastppo that needs no Numba.
+    fake = runner._STARTUP_SNIPPET.replace("import fastppo\n", "import types\n").replace(
+        "res = {",
+        "fastppo = types.SimpleNamespace(gae=lambda *a: None, warmup=lambda: None)\nres = {",
+    )
+    monkeypatch.setattr(runner, "_STARTUP_SNIPPET", fake)
+    res = runner.measure_startup(timeout_s=60, warmup=False)
+    for d in res.values():
+        assert d.get("warmup_skipped") is True and "warmup_s" not in d
+        assert {"import_fastppo_s", "first_gae_s", "second_gae_s"} <= set(d)
+    table = runner.format_startup(res)
+    assert "| fastppo.warmup() | skipped (--quick) | skipped (--quick) |" in table
+    res = runner.measure_startup(timeout_s=60)
+    assert all("warmup_s" in d and "warmup_skipped" not in d for d in res.values())
+
+
 def test_startup_table() -> None:
     res = {
         "first_process": {"import_fastppo_s": 0.002, "first_gae_s": 1.5, "warmup_s": 20.0},

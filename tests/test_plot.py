@@ -236,6 +236,7 @@ def test_bar_chart_overwrites_existing_file(tmp_path: os.PathLike[str]) -> None:
         ({"groups": ["g"]}, ValueError, r"groups must have one entry per label \(2\), got 1"),
         ({"title": None}, TypeError, "title must be a str"),
         ({"ylabel": 1}, TypeError, "ylabel must be a str"),
+        ({"unit": None}, TypeError, "unit must be a str"),
         ({"ref_line": "1"}, TypeError, "ref_line must be a real number or None"),
         ({"ref_line": 0.0, "log": True}, ValueError, "ref_line must be finite and > 0"),
         ({"path": 5}, TypeError, "path must be a str or os.PathLike"),

@@ -192,9 +192,9 @@ def _one_line(e: BaseException) -> str:
 # Runs in a fresh interpreter. numpy is imported after the timed
 # ``import fastppo`` (which must not need it), and the first gae call includes
 # importing the public module, Numba and loading (or compiling) its kernels:
-# the latency a new process really sees.
+# the latency a new process really sees. ``--no-warmup`` skips warmup().
 _STARTUP_SNIPPET = r"""
-import json, time
+import json, sys, time
 t0 = time.perf_counter()
 import fastppo
 res = {"import_fastppo_s": time.perf_counter() - t0}
@@ -214,12 +214,15 @@ try:
     res["second_gae_s"] = time.perf_counter() - t0
 except Exception as e:
     res["gae_error"] = f"{type(e).__name__}: {e}"
-try:
-    t0 = time.perf_counter()
-    fastppo.warmup()
-    res["warmup_s"] = time.perf_counter() - t0
-except Exception as e:
-    res["warmup_error"] = f"{type(e).__name__}: {e}"
+if "--no-warmup" in sys.argv:
+    res["warmup_skipped"] = True
+else:
+    try:
+        t0 = time.perf_counter()
+        fastppo.warmup()
+        res["warmup_s"] = time.perf_counter() - t0
+    except Exception as e:
+        res["warmup_error"] = f"{type(e).__name__}: {e}"
 print("FASTPPO_STARTUP " + json.dumps(res))
 """
 
@@ -231,7 +234,7 @@ STARTUP_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _run_snippet(timeout_s: float) -> dict[str, Any]:
+def _run_snippet(timeout_s: float, warmup: bool = True) -> dict[str, Any]:
     """Run the start-up snippet in a fresh interpreter; errors become an ``error`` key."""
     env = dict(os.environ)
     # The child must import this very fastppo, installed or not.
@@ -239,7 +242,7 @@ def _run_snippet(timeout_s: float) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _STARTUP_SNIPPET],
+            [sys.executable, "-c", _STARTUP_SNIPPET, *([] if warmup else ["--no-warmup"])],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -254,14 +257,21 @@ def _run_snippet(timeout_s: float) -> dict[str, Any]:
     return {"error": f"exit code {proc.returncode}: {tail}"}
 
 
-def measure_startup(timeout_s: float = 300.0) -> dict[str, dict[str, Any]]:
+def measure_startup(timeout_s: float = 300.0, warmup: bool = True) -> dict[str, dict[str, Any]]:
     """Start-up latency in two fresh interpreters.
 
     The first process populates Numba's on-disk cache (so it shows compile
     time if the cache was cold); the second one measures what every later
     process pays: loading cached machine code.
+
+    With ``warmup=False`` (``--quick``) neither process runs ``warmup()``:
+    on a cold cache it compiles every kernel of every module, which alone can
+    take longer than the whole quick run may.
     """
-    return {"first_process": _run_snippet(timeout_s), "warm_cache": _run_snippet(timeout_s)}
+    return {
+        "first_process": _run_snippet(timeout_s, warmup=warmup),
+        "warm_cache": _run_snippet(timeout_s, warmup=warmup),
+    }
 
 
 # --------------------------------------------------------------------------- machine
@@ -372,6 +382,8 @@ def format_startup(startup: dict[str, dict[str, Any]]) -> str:
             d = startup[c]
             if key in d:
                 cells.append(format_time(d[key]))
+            elif key == "warmup_s" and d.get("warmup_skipped"):
+                cells.append("skipped (--quick)")
             else:
                 err = d.get("error") or d.get("gae_error" if "gae" in key else "warmup_error")
                 cells.append(f"n/a ({err})" if err else "n/a")
@@ -403,6 +415,7 @@ def _chart(results: list[GroupResult], path: str) -> bool:
         log=True,
         groups=groups,
         ref_line=1.0,
+        unit="x",
     )
     return True
 
@@ -479,7 +492,8 @@ def main(
     if startup:
         print("start-up latency (2 fresh processes) ...", file=se, end="", flush=True)
         t0 = time.perf_counter()
-        startup_res = measure_startup()
+        # --quick keeps its time bound: no warmup() and a short timeout.
+        startup_res = measure_startup(60.0 if quick else 300.0, warmup=not quick)
         print(f" done ({time.perf_counter() - t0:.1f} s)", file=se, flush=True)
 
     if results:
