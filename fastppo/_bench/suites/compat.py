@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -151,7 +152,7 @@ def _torch_loop(ro: Rollout) -> Callable[[], Any] | str:
         # CleanRL ppo.py's block, verbatim but for `args.`
         with torch.no_grad():
             advantages = torch.zeros_like(rewards)
-            lastgaelam = 0
+            lastgaelam: Any = 0
             for t in reversed(range(num_steps)):
                 if t == num_steps - 1:
                     nextnonterminal = 1.0 - next_done
@@ -222,7 +223,13 @@ def _tianshou(ro: Rollout) -> Callable[[], Any] | str:
 
     def run() -> Any:
         returns, adv = Algorithm.compute_episodic_return(
-            batch, buffer, indices, v_s_=v_s_, v_s=v_s, gamma=GAMMA, gae_lambda=LAM
+            batch,
+            buffer,  # type: ignore[arg-type]  # a stand-in: see _TianshouBuffer
+            indices,
+            v_s_=v_s_,
+            v_s=v_s,
+            gamma=GAMMA,
+            gae_lambda=LAM,
         )
         return adv, returns
 
@@ -390,7 +397,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                 name=f"gae vs peers [{T}x{N}] float32, with truncation",
                 baseline="numpy loop",
                 impls={
-                    "numpy loop": lambda ro=ro: numpy_gae(ro),
+                    "numpy loop": partial(numpy_gae, ro),
                     "fastppo": _fastppo_gae(ro),
                     "PyTorch loop (CleanRL)": _torch_loop(ro),
                     "stable-baselines3": _sb3(ro),
@@ -408,7 +415,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                 name=f"vtrace vs peers [{T}x{N}] float32, with truncation",
                 baseline="numpy loop",
                 impls={
-                    "numpy loop": lambda ro=ro: numpy_vtrace(ro),
+                    "numpy loop": partial(numpy_vtrace, ro),
                     "fastppo": _fastppo_vtrace(ro),
                     "torchrl V-trace": _torchrl_vtrace(ro),
                 },
@@ -424,7 +431,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                     name=f"vtrace vs rlax [{T}x{N}] float32, terminations only",
                     baseline="numpy loop",
                     impls={
-                        "numpy loop": lambda ro=ro_term: numpy_vtrace(ro),
+                        "numpy loop": partial(numpy_vtrace, ro_term),
                         "fastppo": _fastppo_vtrace(ro_term, truncations=False),
                         "rlax": _rlax_vtrace(ro_term),
                     },
