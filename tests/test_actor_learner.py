@@ -10,6 +10,13 @@ import zlib
 
 import numpy as np
 import pytest
+from test_actor_learner_helpers import (
+    CountingEnv,
+    LinearPolicy,
+    RecordingUpdate,
+    counting_env,
+    linear_policy_fn,
+)
 
 from fastppo.actor_learner import (
     ActorFailedError,
@@ -25,13 +32,6 @@ from fastppo.actor_learner import (
 from fastppo.actor_learner.actor import ActorCore, actor_seeds, spec_for
 from fastppo.actor_learner.learner import Learner
 from fastppo.ppo.config import PPOConfig
-from test_actor_learner_helpers import (
-    CountingEnv,
-    LinearPolicy,
-    RecordingUpdate,
-    counting_env,
-    linear_policy_fn,
-)
 
 PPO = PPOConfig(batch_size=32, n_epochs=2)
 
@@ -217,7 +217,9 @@ def test_actor_streams_differ_by_id_and_restart() -> None:
 
 
 # ------------------------------------------------------------ learner unit
-def _learner(num_actors: int = 2, num_steps: int = 5, **kw: object) -> tuple[Learner, RecordingUpdate]:
+def _learner(
+    num_actors: int = 2, num_steps: int = 5, **kw: object
+) -> tuple[Learner, RecordingUpdate]:
     cfg = ActorLearnerConfig(
         num_actors=num_actors, num_steps=num_steps, total_env_steps=10**6, **kw
     ).validate()
@@ -272,9 +274,7 @@ def test_learner_fills_columns_in_order_and_carries_the_excess() -> None:
 def test_learner_bootstrap_obs_mid_chunk_and_at_chunk_end() -> None:
     ln, _ = _learner(num_actors=1, num_steps=4)
     ln.receive(_chunk(0, 0, 6))
-    out = {
-        name: np.empty((4, 1, *shape), dt) for name, shape, dt in ln.spec.field_specs()
-    }
+    out = {name: np.empty((4, 1, *shape), dt) for name, shape, dt in ln.spec.field_specs()}
     boot = ln.columns[0].take(4, out, 0)
     np.testing.assert_array_equal(boot, [4, 0])  # the next queued step's obs
     ln.receive(_chunk(0, 6, 2))
@@ -299,7 +299,7 @@ def test_learner_failure_discards_partial_rollout_then_restarts_or_fails() -> No
     assert (st.steps_discarded, st.restarts, ln.columns[0].buffered) == (3, 1, 0)
     assert ln.fail(Failure(0, 0, "late report")) == ("ignore", 0, 0)
     ln.receive(_chunk(0, 0, 2, inc=1))  # the new incarnation counts from 0
-    with pytest.raises(ActorFailedError, match="actor 0 failed after 1 restarts.*boom2"):
+    with pytest.raises(ActorFailedError, match=r"actor 0 failed after 1 restarts.*boom2"):
         ln.fail(Failure(0, 1, "boom2"))
 
 

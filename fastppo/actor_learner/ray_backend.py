@@ -1,0 +1,331 @@
+"""The ``ray`` backend: actors as Ray actors, on one machine or a cluster.
+
+Needs the optional extra: ``pip install "fastppo[ray]"``.
+
+* Each actor is a Ray actor created with ``max_restarts=max_actor_restarts``,
+  so Ray brings a dead worker process back; the learner tells it its new
+  incarnation, and the actor rebuilds its environment and RNG stream from
+  ``(seed, actor id, incarnation)``.
+* Experience comes back as call results: ``collect(n)`` runs ``n`` steps (up
+  to ``chunk_steps``, thousands by default, since a call costs milliseconds)
+  and returns the chunk. The learner keeps two calls in flight per actor so an
+  actor never idles while the learner handles the previous chunk; a Ray actor
+  runs its calls in submission order, and the learner checks the step indices.
+* Weights live in a weight-store actor as broadcast bytes (the documented
+  ``wire`` format, not pickled objects). An actor pulls from it at the start
+  of every call, and every ``PULL_EVERY`` steps inside one, when the store
+  holds a newer version.
+* The staleness valve is applied by the learner when it sizes each call: it
+  asks for at most the steps the newest version allows, and the actor first
+  loads at least that version.
+* Every ``ray.get``/``ray.wait`` has a timeout. A call that fails because its
+  actor raised or died is reported as a failure at once.
+* Placement groups (``ray_placement``, default ``"SPREAD"``) put the actors on
+  different nodes where the cluster allows; ``ray_address`` (or ``run(...,
+  address=...)``) joins an existing cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from fastppo.actor_learner.actor import ActorCore, Chunk, EnvFn, Failure, PolicyFn, Spec
+from fastppo.actor_learner.config import ActorLearnerConfig, step_allowance
+
+GET_TIMEOUT_S = 60.0
+PG_TIMEOUT_S = 120.0
+IN_FLIGHT = 2
+PULL_EVERY = 64
+
+
+def require_ray() -> Any:
+    """Import Ray or raise an ``ImportError`` that says how to install it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError(
+            'the actor-learner "ray" backend needs Ray; install it with '
+            'pip install "fastppo[ray]" (or pip install "ray[default]")'
+        ) from e
+    return ray
+
+
+class WeightStore:
+    """Holds the newest broadcast (bytes) for actors to pull."""
+
+    def __init__(self) -> None:
+        self.blob: bytes | None = None
+        self.version = -1
+
+    def put(self, blob: bytes, version: int) -> int:
+        if version > self.version:
+            self.blob, self.version = blob, version
+        return self.version
+
+    def get_if_newer(self, have: int) -> tuple[int, bytes] | None:
+        if self.version > have and self.blob is not None:
+            return self.version, self.blob
+        return None
+
+
+class RayActor:
+    """One actor's environment and policy, living in a Ray worker."""
+
+    def __init__(
+        self,
+        actor_id: int,
+        env_fn: EnvFn,
+        policy_fn: PolicyFn,
+        spec: Spec,
+        seed: int,
+        capacity: int,
+        store: Any,
+    ) -> None:
+        self.actor_id = actor_id
+        self.env_fn, self.policy_fn, self.spec = env_fn, policy_fn, spec
+        self.seed, self.capacity, self.store = seed, capacity, store
+        self.core: ActorCore | None = None
+
+    def node(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def _pull(self, core: ActorCore, min_version: int) -> None:
+        import ray
+
+        deadline = time.monotonic() + GET_TIMEOUT_S
+        while True:
+            got = ray.get(self.store.get_if_newer.remote(core.version), timeout=GET_TIMEOUT_S)
+            if got is not None:
+                core.load(got[1])
+            if core.version >= min_version:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"actor {self.actor_id}: version {min_version} never arrived")
+            time.sleep(0.01)
+
+    def collect(
+        self, incarnation: int, start_sent: int, n_steps: int, min_version: int
+    ) -> dict[str, Any]:
+        """Run ``n_steps`` steps with at least policy ``min_version``; return the chunk."""
+        import ray
+
+        if self.core is None or self.core.incarnation != incarnation:
+            if self.core is not None:
+                self.core.close()
+            self.core = None
+            self.core = ActorCore(
+                self.actor_id, incarnation, self.env_fn, self.policy_fn, self.spec,
+                self.seed, start_sent, max(self.capacity, n_steps),
+            )  # fmt: skip
+        core = self.core
+        try:
+            self._pull(core, min_version)
+            pending = None
+            for i in range(n_steps):
+                if i and i % PULL_EVERY == 0:
+                    # a non-blocking look for a newer policy inside a long call
+                    if pending is not None:
+                        ready, _ = ray.wait([pending], timeout=0)
+                        if ready:
+                            got = ray.get(pending, timeout=GET_TIMEOUT_S)
+                            if got is not None:
+                                core.load(got[1])
+                            pending = None
+                    if pending is None:
+                        pending = self.store.get_if_newer.remote(core.version)
+                core.step()
+            chunk = core.take_chunk()
+        except BaseException:
+            self.core = None  # a broken env is never stepped again
+            core.close()
+            raise
+        return {
+            "actor_id": chunk.actor_id,
+            "incarnation": chunk.incarnation,
+            "first_step": chunk.first_step,
+            "data": chunk.data,
+            "next_obs": chunk.next_obs,
+            "node": self.node(),
+        }
+
+    def close(self) -> None:
+        if self.core is not None:
+            self.core.close()
+            self.core = None
+
+
+class _Slot:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.incarnation = 0
+        self.requested = 0  # valve units: start_sent + steps asked for so far
+        self.inflight: list[Any] = []
+
+
+class RayBackend:
+    """Ray actors and a weight store; see the module docstring."""
+
+    name = "ray"
+
+    def __init__(
+        self, config: ActorLearnerConfig, env_fn: EnvFn, policy_fn: PolicyFn, spec: Spec
+    ) -> None:
+        ray = require_ray()
+        self.ray = ray
+        self.cfg = config
+        self.env_fn, self.policy_fn, self.spec = env_fn, policy_fn, spec
+        self.chunk = config.chunk_for("ray")
+        self.owns_ray = False
+        if not ray.is_initialized():
+            self.owns_ray = True
+            if config.ray_address:
+                ray.init(address=config.ray_address)
+            else:
+                # a local Ray: workers must import fastppo the way this process does
+                paths = [p for p in sys.path if p and os.path.isdir(p)]
+                ray.init(
+                    include_dashboard=False,
+                    runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
+                )
+        self.version = -1
+        self.slots: dict[int, _Slot] = {}
+        self.owner: dict[Any, tuple[int, int, int]] = {}  # ref -> (actor, incarnation, seq)
+        self.seq = 0
+        self.pg: Any = None
+        self.store = ray.remote(num_cpus=0)(WeightStore).remote()
+        self._remote_actor = ray.remote(RayActor)
+
+    def _options(self, aid: int) -> dict[str, Any]:
+        opts: dict[str, Any] = {
+            "num_cpus": self.cfg.ray_actor_cpus,
+            "max_restarts": self.cfg.max_actor_restarts,
+            "max_task_retries": 0,  # a failed call is a failure the learner handles
+        }
+        if self.pg is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.pg, placement_group_bundle_index=aid
+            )
+        return opts
+
+    def start(self, blob: bytes, version: int, start_sent: int, actors: dict[int, int]) -> None:
+        """Publish ``blob``, reserve the placement group, create ``actors``."""
+        ray = self.ray
+        self.publish(blob, version)
+        if self.cfg.ray_placement != "none" and self.cfg.ray_actor_cpus > 0:
+            from ray.util.placement_group import placement_group
+
+            bundles = [{"CPU": float(self.cfg.ray_actor_cpus)}] * self.cfg.num_actors
+            self.pg = placement_group(bundles, strategy=self.cfg.ray_placement)
+            ray.get(self.pg.ready(), timeout=PG_TIMEOUT_S)
+        c = self.cfg
+        for aid, inc in actors.items():
+            h = self._remote_actor.options(**self._options(aid)).remote(
+                aid, self.env_fn, self.policy_fn, self.spec, c.seed, self.chunk, self.store
+            )
+            s = _Slot(h)
+            s.incarnation, s.requested = inc, start_sent
+            self.slots[aid] = s
+
+    def publish(self, blob: bytes, version: int) -> None:
+        # synchronous, so that every call sized for `version` can load it
+        self.ray.get(self.store.put.remote(blob, version), timeout=GET_TIMEOUT_S)
+        self.version = version
+
+    def _issue(self) -> None:
+        c = self.cfg
+        for aid, s in self.slots.items():
+            while len(s.inflight) < IN_FLIGHT:
+                room = step_allowance(
+                    s.requested, self.version, c.broadcast_every, c.num_steps, c.lead_steps
+                )
+                n = min(self.chunk, room)
+                if n <= 0:
+                    break
+                ref = s.handle.collect.remote(s.incarnation, s.requested, n, self.version)
+                self.owner[ref] = (aid, s.incarnation, self.seq)
+                self.seq += 1
+                s.inflight.append(ref)
+                s.requested += n
+
+    def poll(self, timeout: float) -> list[Chunk | Failure]:
+        """Issue calls the valve allows, then collect finished ones."""
+        ray = self.ray
+        self._issue()
+        refs = [r for s in self.slots.values() for r in s.inflight]
+        if not refs:
+            time.sleep(timeout)
+            return []
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if not ready:
+            return []
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        events: list[Chunk | Failure] = []
+        failed: set[int] = set()
+        for ref in sorted(ready, key=lambda r: self.owner[r][2]):  # submission order
+            aid, inc, _ = self.owner.pop(ref)
+            s = self.slots.get(aid)
+            if s is None or ref not in s.inflight:
+                continue
+            s.inflight.remove(ref)
+            if aid in failed:
+                continue
+            try:
+                res = ray.get(ref, timeout=GET_TIMEOUT_S)
+            except ray.exceptions.RayTaskError as e:
+                failed.add(aid)
+                cause = e.cause if getattr(e, "cause", None) is not None else e
+                events.append(Failure(aid, inc, f"raised {type(cause).__name__}: {cause}"))
+                continue
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                failed.add(aid)
+                events.append(Failure(aid, inc, f"died: {type(e).__name__}"))
+                continue
+            events.append(
+                Chunk(aid, res["incarnation"], res["first_step"], res["data"], res["next_obs"],
+                      res["node"])
+            )  # fmt: skip
+        return events
+
+    def _forget(self, aid: int) -> None:
+        s = self.slots.get(aid)
+        if s is not None:
+            for r in s.inflight:
+                self.owner.pop(r, None)
+            s.inflight.clear()
+
+    def restart(self, aid: int, incarnation: int, start_sent: int) -> None:
+        # Ray restarts a dead worker itself (max_restarts); a live one that
+        # raised is reused. Either way the next call carries the new
+        # incarnation, and the actor rebuilds its env and RNG stream.
+        self._forget(aid)
+        s = self.slots[aid]
+        s.incarnation, s.requested = incarnation, start_sent
+
+    def retire(self, aid: int) -> None:
+        self._forget(aid)
+        s = self.slots.pop(aid, None)
+        if s is not None:
+            self.ray.kill(s.handle, no_restart=True)
+
+    def shutdown(self) -> None:
+        """Kill the actors and the store, free the placement group."""
+        ray = self.ray
+        try:
+            for aid in list(self.slots):
+                self.retire(aid)
+            ray.kill(self.store, no_restart=True)
+            if self.pg is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(self.pg)
+                self.pg = None
+        finally:
+            if self.owns_ray:
+                ray.shutdown()
