@@ -105,29 +105,76 @@ def test_summarize_median_and_quartiles() -> None:
         timing.summarize([], 1)
 
 
-def test_interleaved_timing_with_fake_clock_gives_exact_medians() -> None:
+def test_interleaved_timing_with_fake_clock_gives_exact_medians(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    orig = timing.estimate_per_call
     cost_ns = {"fast": 1_000, "slow": 4_000}
     fns = {k: (lambda k=k: k) for k in cost_ns}
     order: list[str] = []
-    noise = iter([50.0] + [1.0] * 1000)  # one disturbed batch must not move the median
+    batches: dict[str, int] = {"fast": 0, "slow": 0}
+    timed = False
 
     def clock(fn: Callable[[], Any], n: int) -> int:
         label = fn()
-        order.append(label)
-        return int(n * cost_ns[label] * next(noise))
+        slow_down = 1.0
+        if timed:
+            order.append(label)
+            batches[label] += 1
+            # One preempted batch must not move the median.
+            slow_down = 1.5 if (label, batches[label]) == ("slow", 2) else 1.0
+        return int(n * cost_ns[label] * slow_down)
 
+    def calibrated(fn: Callable[[], Any], max_s: float, clk: Any = None) -> float:
+        nonlocal timed
+        per_call = orig(fn, max_s, clock)
+        if fn() == "slow":
+            timed = True  # both impls calibrated: the rounds start now
+        return per_call
+
+    monkeypatch.setattr(timing, "estimate_per_call", calibrated)
     res = timing.time_interleaved(fns, timing.QUICK, clock=clock)
     assert res["fast"].median_s == pytest.approx(1e-6)
     assert res["slow"].median_s == pytest.approx(4e-6)
+    assert res["slow"].per_round_s[1] == pytest.approx(6e-6)
     assert res["fast"].median_s / res["slow"].median_s == pytest.approx(0.25)
     # Each impl ran its planned rounds; per call x calls ~ the budget per round.
     for t in res.values():
         assert len(t.per_round_s) == timing.QUICK.rounds
         per_round = t.median_s * t.calls_per_round
         assert per_round == pytest.approx(timing.QUICK.per_impl_s / timing.QUICK.rounds, rel=0.01)
-    # Interleaved: after calibration, the rounds alternate and the order rotates.
-    timed = order[-2 * timing.QUICK.rounds :]
-    assert timed[:4] == ["fast", "slow", "slow", "fast"]
+    # Interleaved: the rounds alternate and the order rotates.
+    assert order[:4] == ["fast", "slow", "slow", "fast"]
+    assert len(order) == 2 * timing.QUICK.rounds
+
+
+def test_interleaved_timing_replans_when_an_impl_slows_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Calibrated at 1 us per call, then 100x slower in the rounds (another
+    # thread pool spinning): the batch size shrinks instead of the run taking
+    # 100x its budget.
+    orig = timing.estimate_per_call
+    state = {"calibrating": True, "timed_s": 0.0}
+
+    def clock(fn: Callable[[], Any], n: int) -> int:
+        per_call_ns = 1_000 if state["calibrating"] else 100_000
+        if not state["calibrating"]:
+            state["timed_s"] += n * per_call_ns * 1e-9
+        return n * per_call_ns
+
+    def calibrated(fn: Callable[[], Any], max_s: float, clk: Any = None) -> float:
+        per_call = orig(fn, max_s, clock)
+        state["calibrating"] = False
+        return per_call
+
+    monkeypatch.setattr(timing, "estimate_per_call", calibrated)
+    res = timing.time_interleaved({"a": lambda: None}, timing.QUICK, clock=clock)
+    assert res["a"].median_s == pytest.approx(1e-4)
+    round_s = timing.QUICK.per_impl_s / timing.QUICK.rounds
+    assert res["a"].calls_per_round == round(round_s / 1e-4)
+    # First batch overran (it was planned at 1 us/call); the rest kept to budget.
+    assert state["timed_s"] < 100 * round_s + 2 * timing.QUICK.per_impl_s
 
 
 def test_plan_bounds_rounds_for_slow_calls() -> None:
