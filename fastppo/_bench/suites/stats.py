@@ -1,0 +1,174 @@
+"""Benchmark groups for the running statistics.
+
+``rms update``: one ``RunningMeanStd`` update (batch moments in float64 + Chan
+merge into the state). Baseline ``numpy``: ``np.mean``/``np.var`` with
+``dtype=np.float64`` along the rows, then the Chan merge in numpy -- what
+Stable-Baselines3's ``RunningMeanStd.update`` does. The kernels: Numba serial
+and parallel, the Cython ``Updater``, and ``fastppo`` (the public method,
+validation included: what a trainer pays). Sizes: per-step observation
+batches (``[8, 4]`` CartPole x 8 envs, ``[16, 17]`` MuJoCo x 16 envs), a
+rollout of observations (``[4096, 64]``) and a rollout of returns
+(``[2048 x 64]`` scalars).
+
+``return normalizer``: one step of Stable-Baselines3's VecNormalize reward
+scaling against :class:`fastppo.ReturnNormalizer`.
+
+Each impl owns its state, starting from the same one; the check compares the
+state after the first call, later calls keep folding the same batch in (the
+same work every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fastppo._bench.core import Group
+
+SMALL = [((8, 4), np.float32), ((16, 17), np.float32)]
+LARGE = [((4096, 64), np.float32)]
+DEFAULT_EXTRA = [((4096, 64), np.float64), ((2048 * 64,), np.float32)]
+FULL_EXTRA = [((8, 4), np.float64), ((2048, 256), np.float32)]
+
+
+class NumpyRMS:
+    """Stable-Baselines3's RunningMeanStd without its prior (count starts at 0)."""
+
+    def __init__(self, n_feat: int) -> None:
+        self.mean = np.zeros(n_feat)
+        self.var = np.ones(n_feat)
+        self.count = 0
+
+    def update(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        b_mean = np.mean(x, axis=0, dtype=np.float64)
+        b_var = np.var(x, axis=0, dtype=np.float64)
+        n_b = x.shape[0]
+        tot = self.count + n_b
+        w_a, w_b = self.count / tot, n_b / tot
+        delta = b_mean - self.mean
+        self.mean = self.mean + delta * w_b
+        self.var = self.var * w_a + b_var * w_b + delta * delta * (w_a * w_b)
+        self.count = tot
+        return self.mean, self.var
+
+
+def _close(results: dict[str, Any]) -> None:
+    ref = results["numpy"]
+    for label, (mean, var) in results.items():
+        np.testing.assert_allclose(mean, ref[0], rtol=1e-12, atol=1e-12, err_msg=label)
+        np.testing.assert_allclose(var, ref[1], rtol=1e-10, atol=1e-12, err_msg=label)
+
+
+def _update_group(shape: tuple[int, ...], dtype: Any) -> Group:
+    from fastppo._cy import _stats as cy
+    from fastppo.kernels import stats as k
+    from fastppo.stats import RunningMeanStd
+
+    rng = np.random.default_rng(0)
+    x = (3.0 + 2.0 * rng.standard_normal(shape)).astype(dtype)
+    sample_shape = shape[1:]
+    n_feat = int(np.prod(sample_shape))
+    x2 = x.reshape(shape[0], n_feat)
+    m, rpb = k.layout(n_feat)
+    no_mask = np.zeros(0, np.uint8)
+
+    def numba_impl(kern: Callable[..., int]) -> Callable[[], Any]:
+        state = {"n": 0, "mean": np.zeros(n_feat), "var": np.ones(n_feat)}
+
+        def run() -> tuple[np.ndarray, np.ndarray]:
+            state["n"] += kern(x2, no_mask, m, rpb, float(state["n"]), state["mean"], state["var"])
+            return state["mean"], state["var"]
+
+        return run
+
+    def cython_impl() -> Callable[[], Any]:
+        mean, var = np.zeros(n_feat), np.ones(n_feat)
+        up = cy.Updater(mean, var, m, rpb)
+        fn = up.update_f32 if dtype == np.float32 else up.update_f64
+        count = [0]
+
+        def run() -> tuple[np.ndarray, np.ndarray]:
+            count[0] += fn(x2, None, float(count[0]))
+            return mean, var
+
+        return run
+
+    def public_impl() -> Callable[[], Any]:
+        rms = RunningMeanStd(sample_shape)
+
+        def run() -> tuple[np.ndarray, np.ndarray]:
+            rms.update(x)
+            return rms.mean.reshape(-1), rms.var.reshape(-1)
+
+        return run
+
+    np_rms = NumpyRMS(n_feat)
+    dims = "x".join(map(str, shape)) + (" (scalars)" if not sample_shape else "")
+    return Group(
+        name=f"rms update [{dims}] {np.dtype(dtype).name}",
+        baseline="numpy",
+        impls={
+            "numpy": lambda: np_rms.update(x2),
+            "numba serial": numba_impl(k.update_serial),
+            "numba parallel": numba_impl(k.update_parallel),
+            "cython": cython_impl(),
+            "fastppo": public_impl(),
+        },
+        check=_close,
+        target="fastppo >= 3x numpy on [4096x64] float32; cython >= numba serial per step",
+        bytes_moved=x.nbytes,
+    )
+
+
+def _return_norm_group(n_envs: int) -> Group:
+    from fastppo.stats import ReturnNormalizer
+
+    rng = np.random.default_rng(1)
+    rewards = rng.standard_normal(n_envs).astype(np.float32)
+    term = rng.random(n_envs) < 0.02
+    trunc = np.zeros(n_envs, bool)
+    gamma, clip, eps = 0.99, 10.0, 1e-8
+
+    np_rms = NumpyRMS(1)
+    ret = np.zeros(n_envs)
+
+    def sb3_step() -> np.ndarray:
+        # VecNormalize.step_wait's reward path, as written in Stable-Baselines3
+        nonlocal ret
+        ret = ret * gamma + rewards
+        np_rms.update(ret.reshape(-1, 1))
+        out = np.clip(rewards / np.sqrt(np_rms.var[0] + eps), -clip, clip)
+        ret[term | trunc] = 0.0
+        return out
+
+    rn = ReturnNormalizer(n_envs, gamma=gamma, clip=clip, epsilon=eps)
+    out = np.empty(n_envs, np.float32)
+
+    def check(results: dict[str, Any]) -> None:
+        np.testing.assert_allclose(results["fastppo"], results["numpy (SB3)"], rtol=1e-6)
+
+    return Group(
+        name=f"return normalizer step [{n_envs}] float32",
+        baseline="numpy (SB3)",
+        impls={
+            "numpy (SB3)": sb3_step,
+            "fastppo": lambda: rn.normalize(rewards, term, trunc, out=out),
+        },
+        check=check,
+        target="fastppo faster than the numpy step",
+    )
+
+
+def groups(quick: bool, full: bool = False) -> list[Group]:
+    """The stats groups: small per-step and large rollout updates, reward scaling."""
+    sizes = SMALL + LARGE
+    if not quick:
+        sizes = sizes + DEFAULT_EXTRA
+    if full:
+        sizes = sizes + FULL_EXTRA
+    out = [_update_group(s, dt) for s, dt in sizes]
+    if not quick:
+        out.append(_return_norm_group(16))
+    return out
