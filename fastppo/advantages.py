@@ -135,6 +135,14 @@ class _Sweep:
             "without one the bootstrap is ambiguous",
         )
 
+    @property
+    def options(self) -> int:
+        return (
+            (K.HAS_TRUNC if self.has_trunc else 0)
+            | (K.HAS_FINAL if self.has_final else 0)
+            | (K.HAS_VALID if self.has_valid else 0)
+        )
+
     def raise_status(self, fn: str, code: int, arrays: dict[str, np.ndarray]) -> None:
         """Turn a kernel's status code into the house ValueError (slow path)."""
         if code == K.OK:
@@ -259,7 +267,6 @@ def gae(
     )
     par, block = s.block()
     kern = K.gae_kernel[1] if par else K.gae_kernel[0]
-    t = s.dt.type
     code = kern(
         s.r,
         v2,
@@ -268,11 +275,9 @@ def gae(
         s.trunc,
         s.fv,
         s.valid,
-        s.has_trunc,
-        s.has_final,
-        s.has_valid,
-        t(g),
-        t(g * lam),
+        s.options,
+        g,
+        g * lam,
         block,
         _as_2d_out(adv),
         _as_2d_out(ret),
@@ -367,10 +372,8 @@ def vtrace(
         s.trunc,
         s.fv,
         s.valid,
-        s.has_trunc,
-        s.has_final,
-        s.has_valid,
-        s.dt.type(g),
+        s.options,
+        g,
         lam_,
         rb,
         cb,
@@ -422,10 +425,8 @@ def discounted_returns(
         s.trunc,
         s.fv,
         s.valid,
-        s.has_trunc,
-        s.has_final,
-        s.has_valid,
-        s.dt.type(g),
+        s.options,
+        g,
         block,
         _as_2d_out(ret),
     )

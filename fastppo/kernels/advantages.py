@@ -83,6 +83,20 @@ def _check_block(  # pragma: no cover - compiled
     return OK
 
 
+# Bits of the ``options`` argument: which optional inputs are real arrays (the
+# others are [1, 1] dummies never read). One int instead of three bools keeps
+# the per-call dispatch short; the flags are loop-invariant, so LLVM
+# unswitches the loops on them.
+HAS_TRUNC = 1
+HAS_FINAL = 2
+HAS_VALID = 4
+
+
+@inline
+def _options(options):  # pragma: no cover - compiled
+    return (options & HAS_TRUNC) != 0, (options & HAS_FINAL) != 0, (options & HAS_VALID) != 0
+
+
 @inline
 def _first_bad(status):  # pragma: no cover - compiled
     for b in range(status.shape[0]):
@@ -119,11 +133,9 @@ def gae_kernel(  # pragma: no cover - compiled
     truncated,
     final_values,
     valid,
-    has_trunc,
-    has_final,
-    has_valid,
-    gamma,
-    gamma_lambda,
+    options,
+    gamma_,
+    gamma_lambda_,
     block,
     adv,
     ret,
@@ -141,7 +153,10 @@ def gae_kernel(  # pragma: no cover - compiled
     both where the trace continues.
     """
     T, N = rewards.shape
+    has_trunc, has_final, has_valid = _options(options)
     zero = rewards.dtype.type(0)
+    gamma = rewards.dtype.type(gamma_)
+    gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
     # Validate every block before any block writes: a bad input leaves the
     # outputs untouched.
@@ -208,10 +223,8 @@ def vtrace_kernel(  # pragma: no cover - compiled
     truncated,
     final_values,
     valid,
-    has_trunc,
-    has_final,
-    has_valid,
-    gamma,
+    options,
+    gamma_,
     lam,
     rho_bar,
     c_bar,
@@ -233,8 +246,10 @@ def vtrace_kernel(  # pragma: no cover - compiled
     with the carry ``vs_{t+1} - V_{t+1}`` kept in a per-block scratch row.
     """
     T, N = rewards.shape
+    has_trunc, has_final, has_valid = _options(options)
     zero = rewards.dtype.type(0)
     nblocks = (N + block - 1) // block
+    gamma = rewards.dtype.type(gamma_)
     status = np.zeros(nblocks, np.int64)
     for b in numba.prange(nblocks):
         n0 = b * block
@@ -303,10 +318,8 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
     truncated,
     final_values,
     valid,
-    has_trunc,
-    has_final,
-    has_valid,
-    gamma,
+    options,
+    gamma_,
     block,
     ret,
 ):
@@ -314,7 +327,9 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
     obs' value when truncated, else ``G_{t+1}`` (``last_values`` at ``t = T-1``).
     Invalid rows get ``G = 0`` and cut the sum."""
     T, N = rewards.shape
+    has_trunc, has_final, has_valid = _options(options)
     zero = rewards.dtype.type(0)
+    gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
     status = np.zeros(nblocks, np.int64)
     for b in numba.prange(nblocks):
