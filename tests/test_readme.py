@@ -1,0 +1,27 @@
+"""The README's quick start is what CI runs: exactly two commands, the second one in .ci/run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _quick_start_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", section, re.S)]
+
+
+def test_quick_start_has_exactly_two_commands():
+    cmds = _quick_start_commands()
+    assert len(cmds) == 2, cmds
+    assert all("\n" not in c for c in cmds), "each command is one line"
+    assert "fastppo train CartPole-v1" in cmds[0]
+    assert "pytest" in cmds[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert _quick_start_commands()[1] in ci
