@@ -63,7 +63,7 @@ def as_array(fn: str, name: str, x: Any) -> np.ndarray:
         if getattr(x, "requires_grad", False):
             x = x.detach()
         try:
-            return x.numpy()  # type: ignore[no-any-return]
+            return x.numpy()  # type: ignore[no-any-return,unused-ignore]
         except (TypeError, RuntimeError):
             # e.g. bfloat16, which numpy cannot view; say so in the house format
             fail(

@@ -19,7 +19,7 @@ A bare ``numba.njit`` anywhere else in the package is a defect.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import types
 
@@ -42,14 +42,14 @@ def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> A
 
     def wrap(f: F) -> F:
         opts = dict(_BASE, fastmath=_fm(fastmath))
-        return numba.njit(**opts)(f)  # type: ignore[no-any-return]
+        return cast(F, numba.njit(**opts)(f))
 
     return wrap(fn) if fn is not None else wrap
 
 
 def inline(fn: F) -> F:
     """Compile a small helper that kernels call; LLVM inlines it."""
-    return numba.njit(nogil=True, cache=True, inline="always")(fn)  # type: ignore[no-any-return]
+    return cast(F, numba.njit(nogil=True, cache=True, inline="always")(fn))
 
 
 def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:

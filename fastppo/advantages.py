@@ -33,7 +33,7 @@ __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
 ArrayLike = Any
 
 _DUMMY_FLAGS = np.zeros((1, 1), np.uint8)
-_DUMMY_FLOAT = {
+_DUMMY_FLOAT: dict[np.dtype, np.ndarray] = {
     np.dtype(np.float32): np.zeros((1, 1), np.float32),
     np.dtype(np.float64): np.zeros((1, 1), np.float64),
 }
