@@ -1,0 +1,202 @@
+"""Pure-numpy twins of ``fastppo.kernels.sampling``: the executable spec.
+
+Plain loops over envs, written to be read. The arithmetic mirrors the kernels
+operation for operation (same float32 ``exp32``, same float64 accumulation
+order, same C-library ``math`` calls), so for a fixed ``(seed, counter)`` the
+sampled actions agree exactly; see the kernel module for the formulas.
+Reference only: tests and benchmarks import it, the package never does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fastppo.reference.rng import env_normals, env_uniforms
+
+_f32 = np.float32
+_LOG2E = _f32(1.44269504088896341)
+_C1 = _f32(0.693359375)
+_C2 = _f32(-2.12194440e-4)
+_SHIFT = _f32(12582912.0)
+_P = [
+    _f32(1.9875691500e-4),
+    _f32(1.3981999507e-3),
+    _f32(8.3334519073e-3),
+    _f32(4.1665795894e-2),
+    _f32(1.6666665459e-1),
+    _f32(5.0000001201e-1),
+]
+_LO = _f32(-87.0)
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+LOG2 = math.log(2.0)
+
+
+def exp32(x: np.ndarray) -> np.ndarray:
+    """The kernels' float32 exp for ``x <= 0``: Cody-Waite + Cephes expf polynomial.
+
+    ``x = k ln2 + r`` (``ln2 = C1 + C2``), ``exp(r) ~ 1 + r + r^2 P(r)``,
+    ``2**k`` from exponent bits; ``x <= -87`` gives 0. Each step is one
+    float32 IEEE operation, exactly as compiled.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    xc = np.where(x > _LO, x, _LO).astype(np.float32)
+    kd = (xc * _LOG2E).astype(np.float32) + _SHIFT
+    ki = kd.view(np.int32)
+    k = kd - _SHIFT
+    r = xc - k * _C1
+    r = r - k * _C2
+    z = r * r
+    y = _P[0] * r + _P[1]
+    for p in _P[2:]:
+        y = y * r + p
+    y = y * z + r + _f32(1.0)
+    sc = ((ki + np.int32(127)) << np.int32(23)).astype(np.int32).view(np.float32)
+    return np.where(x > _LO, y * sc, _f32(0.0)).astype(np.float32)
+
+
+def _segment(r: np.ndarray, u: float, deterministic: bool) -> tuple[int, float]:
+    """Inverse-CDF draw from ``softmax(r)``; ``r`` float32/float64 with -inf = masked."""
+    m = r.max()
+    e = exp32((r - m).astype(np.float32))
+    s = 0.0
+    for v in e:
+        s += float(v)
+    if deterministic:
+        a = int(np.argmax(r))
+    else:
+        t = u * s
+        c = 0.0
+        a = -1
+        for j, v in enumerate(e):
+            c += float(v)
+            if t < c:
+                a = j
+                break
+        if a < 0:
+            a = int(np.nonzero(e > 0)[0][-1])
+    return a, float(r[a] - m) - math.log(s)
+
+
+def _working(logits: np.ndarray) -> np.ndarray:
+    return logits.astype(np.float64 if logits.dtype == np.float64 else np.float32)
+
+
+def sample_multi_categorical(
+    logits: np.ndarray,
+    nvec: list[int],
+    mask: np.ndarray | None,
+    seed: int,
+    counter: int,
+    env_offset: int = 0,
+    deterministic: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dimension ``d`` of env ``i`` draws with uniform ``d`` of stream ``env_offset + i``."""
+    x = _working(logits)
+    n = x.shape[0]
+    offs = np.concatenate([[0], np.cumsum(nvec)]).astype(int)
+    u = env_uniforms(seed, counter, n, len(nvec), env_offset)
+    act = np.zeros((n, len(nvec)), dtype=np.int64)
+    logp = np.zeros(n, dtype=np.float32)
+    for i in range(n):
+        row = x[i].copy()
+        if mask is not None:
+            row[np.asarray(mask[i]) == 0] = -np.inf
+        total = 0.0
+        for d in range(len(nvec)):
+            a, lp = _segment(row[offs[d] : offs[d + 1]], float(u[i, d]), deterministic)
+            act[i, d] = a
+            total += lp
+        logp[i] = total
+    return act, logp
+
+
+def sample_categorical(
+    logits: np.ndarray,
+    mask: np.ndarray | None,
+    seed: int,
+    counter: int,
+    env_offset: int = 0,
+    deterministic: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``sample_multi_categorical`` with one dimension of all the actions."""
+    act, logp = sample_multi_categorical(
+        logits, [logits.shape[1]], mask, seed, counter, env_offset, deterministic
+    )
+    return act[:, 0], logp
+
+
+def sample_gaussian(
+    mean: np.ndarray,
+    log_std: np.ndarray,
+    seed: int,
+    counter: int,
+    env_offset: int = 0,
+    squash: bool = False,
+    deterministic: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), Box-Muller ``z``."""
+    n, a_dim = mean.shape
+    ls2 = np.broadcast_to(log_std, mean.shape)
+    z = np.zeros((n, a_dim)) if deterministic else env_normals(seed, counter, n, a_dim, env_offset)
+    act = np.zeros((n, a_dim), dtype=np.float32)
+    logp = np.zeros(n, dtype=np.float32)
+    for i in range(n):
+        total = 0.0
+        for j in range(a_dim):
+            mu = float(mean[i, j])
+            ls = float(ls2[i, j])
+            zz = float(z[i, j])
+            u = mu + math.exp(ls) * zz
+            lp = -0.5 * zz * zz - ls - HALF_LOG_2PI
+            if squash:
+                sp = max(-2.0 * u, 0.0) + math.log1p(math.exp(-abs(-2.0 * u)))
+                lp -= 2.0 * (LOG2 - u - sp)
+                u = math.tanh(u)
+            act[i, j] = u
+            total += lp
+        logp[i] = total
+    return act, logp
+
+
+def categorical_logp_entropy(
+    logits: np.ndarray, actions: np.ndarray, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """float64 log-softmax of the stored action and the entropy of the masked softmax."""
+    x = logits.astype(np.float64)
+    if mask is not None:
+        x = np.where(np.asarray(mask) != 0, x, -np.inf)
+    n = x.shape[0]
+    logp = np.zeros(n)
+    ent = np.zeros(n)
+    for i in range(n):
+        row = x[i]
+        m = row.max()
+        p = np.exp(row - m)
+        s = p.sum()
+        lse = m + math.log(s)
+        logp[i] = row[actions[i]] - lse
+        q = p / s
+        nz = q > 0
+        ent[i] = -float(np.sum(q[nz] * (row[nz] - lse)))
+    return logp, ent
+
+
+def gaussian_logp_entropy(
+    mean: np.ndarray, log_std: np.ndarray, actions: np.ndarray, squash: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Diagonal-Gaussian log-density (of ``atanh(a)`` plus the tanh log-det when squashed)."""
+    mean = mean.astype(np.float64)
+    ls = np.broadcast_to(np.asarray(log_std, dtype=np.float64), mean.shape)
+    a = actions.astype(np.float64)
+    if squash:
+        lim = 1.0 - 2.0**-24
+        a = np.arctanh(np.clip(a, -lim, lim))
+    z = (a - mean) / np.exp(ls)
+    lp = -0.5 * z * z - ls - HALF_LOG_2PI
+    if squash:
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
+        lp -= 2.0 * (LOG2 - a - np.logaddexp(0.0, -2.0 * a))
+    ent = ls + 0.5 + HALF_LOG_2PI
+    return lp.sum(axis=1), ent.sum(axis=1)
