@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 import fastppo
 from fastppo import ReturnNormalizer, RunningMeanStd, denormalize_values, normalize_returns
 from fastppo._cy import _stats as cy_stats
-from fastppo._jit import PARALLEL_MIN_ELEMENTS
 from fastppo.kernels import stats as K
 from fastppo.reference import stats as ref
 
@@ -234,10 +233,18 @@ def test_cython_numba_serial_parallel_bit_identical(dtype, shape, masked) -> Non
     np.testing.assert_allclose(results[0][2], exp[2], rtol=0, atol=1e-12 * 400)
 
 
+@pytest.fixture(params=["cython", "numba parallel"])
+def update_path(request, monkeypatch):
+    """Run a test through each path the public layer picks by size."""
+    if request.param == "numba parallel":
+        monkeypatch.setattr(fastppo.stats, "_PARALLEL_MIN", 1)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_public_large_batch_path(dtype) -> None:
+def test_public_paths(dtype, update_path) -> None:
     rng = np.random.default_rng(4)
-    x = (1e4 + rng.standard_normal((PARALLEL_MIN_ELEMENTS // 8 + 7, 8))).astype(dtype)
+    x = (1e4 + rng.standard_normal((2000, 8))).astype(dtype)
     mask = rng.random(x.shape[0]) < 0.9
     rms = RunningMeanStd((8,))
     rms.update(x[:5])
@@ -495,7 +502,7 @@ def test_error_batch_trailing_shape() -> None:
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_error_non_finite_batch_leaves_state(bad) -> None:
+def test_error_non_finite_batch_leaves_state(bad, update_path) -> None:
     rms = RunningMeanStd((2,))
     rms.update(np.ones((3, 2)))
     x = np.zeros((4, 2))
@@ -506,9 +513,9 @@ def test_error_non_finite_batch_leaves_state(bad) -> None:
         rms.update(x)
     assert rms.count == 3
     np.testing.assert_array_equal(rms.mean, 1.0)
-    big = np.zeros((PARALLEL_MIN_ELEMENTS, 2))
+    big = np.zeros((5000, 2))
     big[-1, 0] = bad
-    with pytest.raises(ValueError, match=r"must be finite"):
+    with pytest.raises(ValueError, match=r"must be finite, got .* at index \(4999, 0\)"):
         rms.update(big)
     assert rms.count == 3
 

@@ -27,10 +27,11 @@ import numpy as np
 
 from fastppo._bench.core import Group
 
-SMALL = [((8, 4), np.float32), ((16, 17), np.float32)]
-LARGE = [((4096, 64), np.float32)]
-DEFAULT_EXTRA = [((4096, 64), np.float64), ((2048 * 64,), np.float32)]
-FULL_EXTRA = [((8, 4), np.float64), ((2048, 256), np.float32)]
+Sizes = list[tuple[tuple[int, ...], Any]]
+SMALL: Sizes = [((8, 4), np.float32), ((16, 17), np.float32)]
+LARGE: Sizes = [((4096, 64), np.float32)]
+DEFAULT_EXTRA: Sizes = [((4096, 64), np.float64), ((2048 * 64,), np.float32)]
+FULL_EXTRA: Sizes = [((8, 4), np.float64), ((2048, 256), np.float32)]
 
 
 class NumpyRMS:
@@ -75,7 +76,7 @@ def _update_group(shape: tuple[int, ...], dtype: Any) -> Group:
     no_mask = np.zeros(0, np.uint8)
 
     def numba_impl(kern: Callable[..., int]) -> Callable[[], Any]:
-        state = {"n": 0, "mean": np.zeros(n_feat), "var": np.ones(n_feat)}
+        state: dict[str, Any] = {"n": 0, "mean": np.zeros(n_feat), "var": np.ones(n_feat)}
 
         def run() -> tuple[np.ndarray, np.ndarray]:
             state["n"] += kern(x2, no_mask, m, rpb, float(state["n"]), state["mean"], state["var"])
