@@ -165,6 +165,12 @@ class _Slot:
         self.incarnation = 0
         self.requested = 0  # valve units: start_sent + steps asked for so far
         self.inflight: list[Any] = []
+        # after a failure, a ping must succeed before calls are sent again: a
+        # worker Ray is restarting answers ActorUnavailableError meanwhile, which
+        # is not a new failure
+        self.probe: Any = None
+        self.probe_since = 0.0
+        self.probe_next = 0.0
 
 
 class RayBackend:
@@ -240,7 +246,12 @@ class RayBackend:
 
     def _issue(self) -> None:
         c = self.cfg
+        now = time.monotonic()
         for aid, s in self.slots.items():
+            if s.probe is not None or s.probe_since:
+                if s.probe is None and now >= s.probe_next:
+                    s.probe = s.handle.node.remote()
+                continue
             while len(s.inflight) < IN_FLIGHT:
                 room = step_allowance(
                     s.requested, self.version, c.broadcast_every, c.num_steps, c.lead_steps
@@ -254,19 +265,46 @@ class RayBackend:
                 s.inflight.append(ref)
                 s.requested += n
 
+    def _probes(self, events: list[Chunk | Failure]) -> None:
+        ray = self.ray
+        now = time.monotonic()
+        for aid, s in self.slots.items():
+            if s.probe is None:
+                if s.probe_since and now - s.probe_since > GET_TIMEOUT_S:
+                    s.probe_since = 0.0
+                    events.append(Failure(aid, s.incarnation, "did not come back after a restart"))
+                continue
+            ready, _ = ray.wait([s.probe], timeout=0)
+            if not ready:
+                continue
+            try:
+                ray.get(s.probe, timeout=GET_TIMEOUT_S)
+                s.probe_since = 0.0  # back: calls resume on the next poll
+            except ray.exceptions.ActorUnavailableError:
+                s.probe_next = now + 0.2
+            except ray.exceptions.RayActorError as e:
+                s.probe_since = 0.0
+                events.append(Failure(aid, s.incarnation, f"died: {type(e).__name__}"))
+            s.probe = None
+
     def poll(self, timeout: float) -> list[Chunk | Failure]:
         """Issue calls the valve allows, then collect finished ones."""
         ray = self.ray
+        events: list[Chunk | Failure] = []
+        self._probes(events)
         self._issue()
         refs = [r for s in self.slots.values() for r in s.inflight]
+        probes = [s.probe for s in self.slots.values() if s.probe is not None]
         if not refs:
-            time.sleep(timeout)
-            return []
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            if probes:
+                ray.wait(probes, num_returns=1, timeout=timeout)
+            else:
+                time.sleep(timeout)
+            return events
+        ready, _ = ray.wait(refs + probes, num_returns=1, timeout=timeout)
         if not ready:
-            return []
+            return events
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        events: list[Chunk | Failure] = []
         failed: set[int] = set()
         for ref in sorted(ready, key=lambda r: self.owner[r][2]):  # submission order
             aid, inc, _ = self.owner.pop(ref)
@@ -307,6 +345,8 @@ class RayBackend:
         self._forget(aid)
         s = self.slots[aid]
         s.incarnation, s.requested = incarnation, start_sent
+        s.probe_since = time.monotonic()
+        s.probe_next = 0.0
 
     def retire(self, aid: int) -> None:
         self._forget(aid)

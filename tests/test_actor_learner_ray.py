@@ -1,0 +1,86 @@
+"""Actor-learner ``ray`` backend against a local ``ray.init(num_cpus=2)``."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_actor_learner_helpers import CountingEnv, RecordingUpdate, counting_env, linear_policy_fn
+
+from fastppo.actor_learner import ActorLearnerConfig, run
+from fastppo.ppo.config import PPOConfig
+
+ray = pytest.importorskip("ray")
+
+PPO = PPOConfig(batch_size=32, n_epochs=2)
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    if ray.is_initialized():
+        ray.shutdown()
+    # workers import the test helpers (env and policy factories) by name
+    path = os.pathsep.join([str(HERE), str(HERE.parent)])
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _run(env_fn: object = CountingEnv, **kw: object) -> tuple[object, RecordingUpdate]:
+    base = {"num_actors": 2, "num_steps": 64, "total_env_steps": 64 * 2 * 6}
+    upd = RecordingUpdate()
+    _, report = run(
+        env_fn,
+        ActorLearnerConfig(**{**base, **kw}),
+        PPO,
+        backend="ray",
+        policy_fn=linear_policy_fn,
+        _update_fn=upd,
+    )
+    return report, upd
+
+
+def _resources_back() -> bool:
+    # actors killed and the placement group removed: both CPUs are free again
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0) >= 2:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_ray_rollouts_ordered_tagged_and_released(local_ray: None) -> None:
+    rep, upd = _run(broadcast_every=2)
+    assert rep.updates == 6 and rep.env_steps == 6 * 128
+    for col in range(2):
+        t = np.concatenate([b.obs.reshape(-1, 2, 2)[:, col, 0] for b in upd.batches])
+        valid = np.concatenate([b.valid.reshape(-1, 2)[:, col] for b in upd.batches])
+        np.testing.assert_array_equal(np.diff(t), valid[:-1].astype(float))
+    assert max(rep.lag_histogram) <= 2 * 2
+    assert all(len(a.nodes) == 1 for a in rep.actors)
+    assert rep.backend == "ray"
+    assert _resources_back()
+
+
+@pytest.mark.parametrize("mode", ["raise", "exit", "sigkill"])
+def test_ray_actor_failure_is_restarted(local_ray: None, mode: str, tmp_path: Path) -> None:
+    env_fn = functools.partial(counting_env, 100, mode, str(tmp_path / "failed"))
+    rep, _ = _run(env_fn)
+    assert rep.updates == 6
+    assert rep.actor_restarts == 1
+    st = next(a for a in rep.actors if a.restarts)
+    if mode == "raise":
+        assert st.last_error == "raised RuntimeError: injected env failure"
+    else:
+        assert st.last_error.startswith("died: ")
+    assert all(a.steps_consumed == 6 * 64 for a in rep.actors)
+    assert _resources_back()
