@@ -472,7 +472,14 @@ def main(
     mode = "quick" if quick else "full" if full else "default"
     t_run = time.perf_counter()
 
-    suites = [load_suite(m, quick=quick, full=full) for m in SUITES]
+    suites = []
+    for m in SUITES:
+        t0 = time.perf_counter()
+        suites.append(load_suite(m, quick=quick, full=full))
+        # Suites import their peers (torch, ...) here: often a large share of --quick.
+        print(
+            f"suite {m}: {len(suites[-1].groups)} groups, {time.perf_counter() - t0:.1f} s", file=se
+        )
     todo = [g for s in suites for g in s.groups]
     if only is not None:
         todo = [g for g in todo if only.lower() in g.name.lower()]
