@@ -11,6 +11,7 @@ Baselines:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,9 @@ def numpy_gae(r, v, lv, te, gamma=GAMMA, lam=LAM):
     return adv, adv + v
 
 
-def numpy_vtrace(blp, tlp, r, v, lv, te, gamma=GAMMA, lam=1.0, rho_bar=1.0, c_bar=1.0,
-                 pg_rho_bar=1.0):
+def numpy_vtrace(
+    blp, tlp, r, v, lv, te, gamma=GAMMA, lam=1.0, rho_bar=1.0, c_bar=1.0, pg_rho_bar=1.0
+):
     """V-trace as rlax/IMPALA write it, vectorised across envs, looped over T."""
     T = r.shape[0]
     rho = np.exp(tlp - blp)
@@ -69,6 +71,11 @@ def _inputs(T: int, N: int, dt: Any = np.float32, seed: int = 0):
     return r, v, lv, te, blp, tlp
 
 
+def _copy2(r: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    np.copyto(a, r)
+    np.copyto(b, v)
+
+
 def _close(rtol: float = 1e-4, atol: float = 1e-4):
     def check(results: dict[str, Any]) -> None:
         ref = results.get("numpy loop")
@@ -93,18 +100,16 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
 
         ca, cb = np.empty_like(r), np.empty_like(r)  # own buffers: results are compared
 
-        def copy_floor(r=r, v=v, a=ca, b=cb):
-            np.copyto(a, r)
-            np.copyto(b, v)
+        copy_floor = partial(_copy2, r, v, ca, cb)
 
         out.append(
             Group(
                 name=f"gae [{T}x{N}] float32",
                 baseline="numpy loop",
                 impls={
-                    "numpy loop": lambda r=r, v=v, lv=lv, te=te: numpy_gae(r, v, lv, te),
-                    "fastppo": lambda r=r, v=v, lv=lv, te=te, a=a, b=b: fastppo.gae(
-                        r, v, lv, te, gamma=GAMMA, gae_lambda=LAM, out=(a, b)
+                    "numpy loop": partial(numpy_gae, r, v, lv, te),
+                    "fastppo": partial(
+                        fastppo.gae, r, v, lv, te, gamma=GAMMA, gae_lambda=LAM, out=(a, b)
                     ),
                     "np.copyto floor": copy_floor,
                 },
@@ -119,11 +124,9 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                 name=f"vtrace [{T}x{N}] float32",
                 baseline="numpy loop",
                 impls={
-                    "numpy loop": lambda r=r, v=v, lv=lv, te=te, blp=blp, tlp=tlp: numpy_vtrace(
-                        blp, tlp, r, v, lv, te
-                    ),
-                    "fastppo": lambda r=r, v=v, lv=lv, te=te, blp=blp, tlp=tlp, vs=vs, pg=pg: (
-                        fastppo.vtrace(blp, tlp, r, v, lv, te, gamma=GAMMA, out=(vs, pg))
+                    "numpy loop": partial(numpy_vtrace, blp, tlp, r, v, lv, te),
+                    "fastppo": partial(
+                        fastppo.vtrace, blp, tlp, r, v, lv, te, gamma=GAMMA, out=(vs, pg)
                     ),
                     "np.copyto floor": copy_floor,
                 },
