@@ -339,6 +339,15 @@ class RunningMeanStd:
         return self._affine("RunningMeanStd.denormalize", "y", y, 0.0, out, False)
 
     # -- persistence ---------------------------------------------------------
+    def copy(self) -> RunningMeanStd:
+        """An independent copy with the same state."""
+        return RunningMeanStd.from_state_dict(self.state_dict())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The Cython Updater holds buffer views and cannot be pickled; the
+        # state dict rebuilds everything, so copy.deepcopy and pickling work.
+        return (RunningMeanStd.from_state_dict, (self.state_dict(),))
+
     def state_dict(self) -> dict[str, Any]:
         """The state as plain JSON-able Python (ints, floats, lists).
 
@@ -500,6 +509,9 @@ class ReturnNormalizer:
         if not direct:
             np.copyto(res, o2.reshape(a.shape))
         return res
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ReturnNormalizer.from_state_dict, (self.state_dict(),))
 
     def state_dict(self) -> dict[str, Any]:
         """Plain JSON-able state: hyperparameters, per-env returns, the statistics."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
+import pickle
 import subprocess
 import sys
 from fractions import Fraction
@@ -289,6 +291,23 @@ def test_huge_count_merge() -> None:
     np.testing.assert_allclose(a.mean, [3.0, 1.0], rtol=1e-15)
     np.testing.assert_allclose(a.var, [4.0, 1.75], rtol=1e-15)
     assert isinstance(a.state_dict()["count"], int)
+
+
+def test_copy_deepcopy_and_pickle_are_independent() -> None:
+    rms = RunningMeanStd((2,))
+    rms.update(np.array([[1.0, 2.0], [3.0, 5.0]]))
+    rn = ReturnNormalizer(2)
+    f = np.zeros(2, bool)
+    rn.normalize(np.array([1.0, 2.0]), f, f)
+    for clone in (rms.copy(), copy.deepcopy(rms), pickle.loads(pickle.dumps(rms))):
+        np.testing.assert_array_equal(clone.var, rms.var)
+        clone.update(np.array([[100.0, 100.0]]))  # the clone has its own buffers
+        assert clone.count == 3 and rms.count == 2
+        np.testing.assert_array_equal(rms.mean, [2.0, 3.5])
+    for rclone in (copy.deepcopy(rn), pickle.loads(pickle.dumps(rn))):
+        rclone.normalize(np.array([1.0, 2.0]), f, f)
+        assert rclone.rms.count == 4 and rn.rms.count == 2
+        np.testing.assert_array_equal(rn.returns, [1.0, 2.0])
 
 
 def test_count_as_decimal_string() -> None:
