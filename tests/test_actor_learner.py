@@ -400,3 +400,80 @@ def test_ray_backend_without_ray_says_what_to_install(monkeypatch: pytest.Monkey
 
     with pytest.raises(ImportError, match=r'pip install "fastppo\[ray\]"'):
         ray_backend.require_ray()
+
+
+# ------------------------------------------- with the real policy and update
+def _cartpole_run(tmp: str | None = None, **kw: object):
+    base = {"num_actors": 2, "num_steps": 32, "total_env_steps": 32 * 2 * 3, "seed": 3}
+    ppo = PPOConfig(batch_size=32, n_epochs=2, hidden_sizes=(16,), learning_rate=1e-3, seed=1)
+    update = kw.pop("_update_fn", None)
+    return run("CartPole-v1", ActorLearnerConfig(**{**base, **kw}), ppo, "threads",
+               _update_fn=update)  # fmt: skip
+
+
+def test_on_policy_vtrace_through_the_learner_equals_gae_lambda_1() -> None:
+    # lead = num_steps with a broadcast every update: every step is on-policy
+    common = {"gae_lambda": 1.0, "broadcast_every": 1, "max_lead_steps": 32}
+    _, rep_v = _cartpole_run(use_vtrace=True, **common)
+    _, rep_g = _cartpole_run(use_vtrace=False, **common)
+    assert rep_v.lag_histogram == {0: rep_v.env_steps}
+    assert all(h["vtrace/max_abs_log_rho"] < 1e-5 for h in rep_v.history)
+    keys = ["losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
+            "losses/clipfrac", "losses/explained_variance"]  # fmt: skip
+    for hv, hg in zip(rep_v.history, rep_g.history, strict=True):
+        for k in keys:
+            assert hv[k] == pytest.approx(hg[k], rel=1e-4, abs=1e-7), k
+    # the same trajectories (arrival order across the two actors may differ)
+    assert sorted(rep_v.episode_returns) == sorted(rep_g.episode_returns)
+
+
+def test_stale_vtrace_stays_finite_and_corrects_real_lag() -> None:
+    _, rep = _cartpole_run(
+        use_vtrace=True, broadcast_every=2, max_lead_steps=4 * 2 * 32, total_env_steps=32 * 2 * 6
+    )
+    assert max(rep.lag_histogram) >= 2
+    stale = [h for h in rep.history if h["charts/policy_lag_mean"] > 0]
+    # target log-probs (current learner policy) differ from the behaviour ones
+    assert max(h["vtrace/max_abs_log_rho"] for h in stale) > 1e-4
+    assert all(np.isfinite(v) for h in rep.history for v in h.values())
+
+
+def test_checkpoint_resumes_a_crashed_run(tmp_path: object) -> None:
+    from fastppo.actor_learner import checkpoint
+    from fastppo.ppo.update import ppo_update
+
+    calls = []
+
+    def crashes_on_third(*args: object, **kw: object) -> dict[str, float]:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("learner crashed")
+        return ppo_update(*args, **kw)  # type: ignore[arg-type]
+
+    d = str(tmp_path)
+    ck = {"checkpoint_every": 2, "checkpoint_dir": d, "total_env_steps": 32 * 2 * 4}
+    with pytest.raises(RuntimeError, match="learner crashed"):
+        _cartpole_run(_update_fn=crashes_on_third, **ck)
+    arrays, meta = checkpoint.load(f"{d}/learner.npz")
+    assert meta["updates"] == 2 and meta["env_steps"] == 128
+    policy, rep = _cartpole_run(resume=True, **ck)
+    assert rep.updates == 4 and rep.env_steps == 4 * 64
+    assert len(rep.history) == 2  # only the updates after the checkpoint ran
+    assert rep.last_version == 4  # version 2 (from 2 updates) published first, then 3, 4
+    _, meta2 = checkpoint.load(f"{d}/learner.npz")
+    assert meta2["updates"] == 4 and meta2["incarnations"] == [1, 1]  # fresh RNG streams
+    assert not np.array_equal(arrays["params"], policy.params)
+
+
+def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:
+    from fastppo.actor_learner import checkpoint
+
+    path = f"{tmp_path}/learner.npz"
+    meta = np.frombuffer(b'{"format": "other", "format_version": 1}', np.uint8)
+    np.savez(path, params=np.zeros(3), adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
+    with pytest.raises(ValueError, match="must be a fastppo.actor_learner checkpoint"):
+        checkpoint.load(path)
+    obj = np.empty(1, dtype=object)
+    np.savez(path, params=obj, adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        checkpoint.load(path)  # an object array is refused, never unpickled

@@ -403,7 +403,8 @@ class Learner:
         if getattr(self.ppo, "anneal_lr", False):
             frac = 1.0 - self.updates / self.planned_updates
             lr = float(self.ppo.learning_rate) * max(frac, 1e-8)
-        metrics = dict(self.update_fn(self.policy, self.optimizer, batch, self.ppo, self.rng, lr))
+        raw = self.update_fn(self.policy, self.optimizer, batch, self.ppo, self.rng, lr)
+        metrics = {k: float(v) for k, v in raw.items()}
         metrics.update(extra)
         self.updates += 1
         self.report.updates = self.updates
