@@ -471,7 +471,7 @@ def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:
     path = f"{tmp_path}/learner.npz"
     meta = np.frombuffer(b'{"format": "other", "format_version": 1}', np.uint8)
     np.savez(path, params=np.zeros(3), adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
-    with pytest.raises(ValueError, match="must be a fastppo.actor_learner checkpoint"):
+    with pytest.raises(ValueError, match=r"must be a fastppo\.actor_learner checkpoint"):
         checkpoint.load(path)
     obj = np.empty(1, dtype=object)
     np.savez(path, params=obj, adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
