@@ -38,10 +38,71 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train PPO (torch-free MLP actor-critic) on a gymnasium env",
+        description="Train PPO on ENV_ID with per-env defaults; flags and --config override them.",
+    )
+    p.add_argument("env_id", metavar="ENV_ID", help="gymnasium env id, e.g. CartPole-v1")
+    p.add_argument("--total-timesteps", type=int, default=None, help="env steps (default: per env)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--out", default=None, help="run directory (default: runs/ENV_ID-seedS)")
+    p.add_argument("--n-envs", type=int, default=None, help="parallel envs (default: per env)")
+    p.add_argument(
+        "--config", default=None, help="TOML (Python >= 3.11) or JSON file of PPOConfig fields"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one PPOConfig field, e.g. --set learning_rate=1e-3 (repeatable)",
+    )
+    p.add_argument("--eval-episodes", type=int, default=10, help="episodes in the final report")
+    p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    def run(ns: argparse.Namespace) -> int:
+        from fastppo.ppo.run import train_main
+
+        return train_main(
+            ns.env_id,
+            total_timesteps=ns.total_timesteps,
+            seed=ns.seed,
+            out=ns.out,
+            config_file=ns.config,
+            overrides=ns.set,
+            n_envs=ns.n_envs,
+            eval_episodes=ns.eval_episodes,
+            resume=ns.resume,
+            quiet=ns.quiet,
+        )
+
+    p.set_defaults(func=run)
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate a checkpoint written by fastppo train")
+    p.add_argument("dir", metavar="DIR", help="run directory holding checkpoint.npz/.json")
+    p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
+    p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    p.add_argument("--seed", type=int, default=None, help="first episode seed")
+
+    def run(ns: argparse.Namespace) -> int:
+        from fastppo.ppo.run import eval_main
+
+        return eval_main(ns.dir, episodes=ns.episodes, stochastic=ns.stochastic, seed=ns.seed)
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fastppo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     _add_bench(sub)
+    _add_train(sub)
+    _add_eval(sub)
     return parser
 
 

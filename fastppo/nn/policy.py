@@ -324,8 +324,9 @@ class ActorCritic:
         if nb <= self._cap:
             return
         cap = max(nb, 2 * self._cap)
-        sa = sum(int(r[1]) for r in self._a_layout)
-        sc = sum(int(r[1]) for r in self._c_layout)
+        # Activation scratch: the gathered inputs, then every layer's outputs.
+        sa = self.obs_dim + sum(int(r[1]) for r in self._a_layout)
+        sc = self.obs_dim + sum(int(r[1]) for r in self._c_layout)
         self._idx = np.arange(cap, dtype=np.int64)
         self._ha = np.empty(cap * sa, dtype=np.float64)
         self._hc = np.empty(cap * sc, dtype=np.float64)
