@@ -93,6 +93,19 @@ class ActorLearnerReport:
         """Consumed environment steps per second of wall time."""
         return self.env_steps / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    def steady_sps(self, skip: int = 1) -> float:
+        """Steps per second after the first ``skip`` updates.
+
+        Leaves out start-up (process spawn, Ray workers, JIT loading), which
+        ``sps`` includes.
+        """
+        h = self.history
+        if len(h) <= skip:
+            return self.sps
+        a, b = h[skip - 1] if skip else {"charts/env_steps": 0.0, "charts/elapsed_s": 0.0}, h[-1]
+        dt = b["charts/elapsed_s"] - a["charts/elapsed_s"]
+        return (b["charts/env_steps"] - a["charts/env_steps"]) / dt if dt > 0 else 0.0
+
     def lag_stats(self) -> dict[str, float]:
         """Mean, max and 95th percentile of the policy lag (in updates)."""
         if not self.lag_histogram:
@@ -225,6 +238,7 @@ class Learner:
         self.updates = 0
         self.version = -1
         self.stale_chunks = 0
+        self.t0 = time.monotonic()
         n_total = math.ceil(config.total_env_steps / config.steps_per_update)
         self.planned_updates = max(1, n_total)
 
@@ -411,12 +425,9 @@ class Learner:
         self.report.env_steps += B
         metrics["charts/policy_lag_mean"] = float(lag.mean())
         metrics["charts/env_steps"] = float(self.report.env_steps)
+        metrics["charts/elapsed_s"] = time.monotonic() - self.t0
         self.report.history.append(metrics)
         self.report.losses = metrics
         if self.updates % cfg.broadcast_every == 0:
             return self.broadcast()
         return None
-
-
-def now() -> float:
-    return time.monotonic()

@@ -89,6 +89,9 @@ class RayActor:
         self.seed, self.capacity, self.store = seed, capacity, store
         self.core: ActorCore | None = None
 
+    def pid(self) -> int:
+        return os.getpid()
+
     def node(self) -> str:
         import ray
 

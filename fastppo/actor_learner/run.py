@@ -123,7 +123,7 @@ def run(
 
         if cfg.resume:
             incarnations = checkpoint.maybe_resume(learner, cfg.checkpoint_dir)
-    t0 = time.monotonic()
+    t0 = learner.t0 = time.monotonic()
     be = _backend(cfg.backend, cfg, env_fn, policy_fn, spec)
     try:
         blob = learner.broadcast_resumed()
