@@ -173,7 +173,7 @@ def cartpole(args: argparse.Namespace) -> dict[str, Any]:
         "wall_s": wall,
         "eval_mean_return_20_episodes": float(np.mean(returns)),
         "train_mean_return_last_50": float(np.mean(last)) if last else float("nan"),
-        "first_update_train_return_ge_475": _first_reaching(rep, 475.0),
+        "first_episode_moving20_return_ge_475": _first_reaching(rep, 475.0),
         "lag": rep.lag_stats(),
         "lag_histogram": {str(k): v for k, v in sorted(rep.lag_histogram.items())},
         "final_losses": rep.losses,

@@ -10,6 +10,8 @@ import zlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_actor_learner_helpers import (
     CountingEnv,
     LinearPolicy,
@@ -135,6 +137,20 @@ def test_broadcast_round_trip_bit_exact(dtype: type) -> None:
     # zero-copy from any buffer: bytearray, memoryview
     v2, q2 = decode_weights(memoryview(bytearray(blob)))
     assert v2 == 7 and q2.tobytes() == p.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    raw=st.binary(min_size=0, max_size=64),
+    wide=st.booleans(),
+    version=st.integers(0, 2**64 - 1),
+)
+def test_broadcast_round_trip_any_bit_pattern(raw: bytes, wide: bool, version: int) -> None:
+    dt = np.dtype(np.float64 if wide else np.float32)
+    raw = raw[: len(raw) // dt.itemsize * dt.itemsize]
+    p = np.frombuffer(raw, dt)  # NaN payloads, infinities, subnormals: whatever the bits say
+    v, q = decode_weights(encode_weights(p, version))
+    assert v == version and q.dtype == dt and q.tobytes() == raw
 
 
 def test_broadcast_header_is_as_documented() -> None:

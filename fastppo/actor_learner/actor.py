@@ -17,7 +17,6 @@ reordered.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -346,12 +345,3 @@ def make_env_fn(env: Any) -> EnvFn:
     if not callable(env):
         raise TypeError(f"run: env_fn must be a callable or a gymnasium id, got {env!r}")
     return env
-
-
-def sleep_until(deadline: float) -> None:
-    """Sleep in small slices until ``deadline`` (monotonic seconds)."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(left, 0.05))
