@@ -493,3 +493,20 @@ def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:
     np.savez(path, params=obj, adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
     with pytest.raises(ValueError, match="allow_pickle"):
         checkpoint.load(path)  # an object array is refused, never unpickled
+
+
+def test_report_rates_and_lag_statistics() -> None:
+    from fastppo.actor_learner import ActorLearnerReport
+
+    rep = ActorLearnerReport(env_steps=300, elapsed_s=10.0)
+    rep.history = [
+        {"charts/env_steps": 100.0, "charts/elapsed_s": 8.0},
+        {"charts/env_steps": 200.0, "charts/elapsed_s": 9.0},
+        {"charts/env_steps": 300.0, "charts/elapsed_s": 10.0},
+    ]
+    assert rep.sps == 30.0
+    assert rep.steady_sps(skip=1) == 100.0  # (300 - 100) / (10 - 8): start-up left out
+    rep.lag_histogram = {0: 10, 1: 85, 3: 5}
+    assert rep.lag_stats() == {"mean": pytest.approx(1.0), "max": 3.0, "p95": 1.0}
+    rep.lag_histogram = {0: 10, 1: 84, 3: 6}
+    assert rep.lag_stats()["p95"] == 3.0
