@@ -162,6 +162,26 @@ def _outs(
     return res[0], res[1]
 
 
+def _ro(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (``a`` itself when already read-only)."""
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def _canon(x: np.ndarray, m: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Kernel inputs all writeable or all read-only.
+
+    Numba compiles one variant per combination of read-only flags; making
+    them agree keeps it to two per dtype (the read-only one shared with the
+    byte samplers), and costs a view only when some input is read-only.
+    """
+    if x.flags.writeable and (m is None or m.flags.writeable):
+        return x, (_NOMASK if m is None else m)
+    return _ro(x), (_NOMASK_RO if m is None else _ro(m))
+
+
 def _bad_categorical(
     fn: str,
     x: np.ndarray,
@@ -259,7 +279,7 @@ def sample_categorical(
     x = _logits2d(fn, "logits", logits)
     n, a = x.shape
     if a == 0:
-        fail(fn, "logits", "at least one action (shape [N, A>=1])", f"shape {x.shape}")
+        fail(fn, "logits", "[N, A] with A >= 1", f"shape {x.shape}")
     m = None if mask is None else _mask2d(fn, mask, x.shape)
     s = _u64(fn, "seed", seed)
     c = _u64(fn, "counter", counter)
@@ -277,11 +297,12 @@ def sample_categorical(
             fn, out, ((n,), (n,)), (_I64, _F32), ("actions", "logp"), {"logits": x, "mask": m}
         )
     offs = _offs1(a)
+    x, mk = _canon(x, m)
     kern = _k.categorical_parallel if n * a >= PARALLEL_MIN_LOGITS else _k.categorical_serial
     st = kern(
         x,
         0 if x.dtype == _F32 else 1,
-        _NOMASK if m is None else m,
+        mk,
         m is not None,
         offs,
         s & _MASK32,
@@ -367,11 +388,12 @@ def sample_multi_categorical(
         act, logp = _outs(
             fn, out, ((n, d), (n,)), (_I64, _F32), ("actions", "logp"), {"logits": x, "mask": m}
         )
+    x, mk = _canon(x, m)
     kern = _k.categorical_parallel if n * w >= PARALLEL_MIN_LOGITS else _k.categorical_serial
     st = kern(
         x,
         0 if x.dtype == _F32 else 1,
-        _NOMASK if m is None else m,
+        mk,
         m is not None,
         offs,
         s & _MASK32,
@@ -487,6 +509,8 @@ def sample_gaussian(
             ("actions", "logp"),
             {"mean": mu, "log_std": ls2},
         )
+    if not (mu.flags.writeable and ls2.flags.writeable):  # one variant per flag combination
+        mu, ls2 = _ro(mu), _ro(ls2)
     kern = _k.gaussian_parallel if n * a_dim >= PARALLEL_MIN_LOGITS // 4 else _k.gaussian_serial
     st = kern(
         mu,
@@ -554,7 +578,8 @@ def categorical_logp_entropy(
         if n * a >= PARALLEL_MIN_LOGITS
         else _k.categorical_logp_entropy_serial
     )
-    st = kern(x, _NOMASK if m is None else m, m is not None, act, logp, ent)
+    x, mk = _canon(x, m)
+    st = kern(x, mk, m is not None, act, logp, ent)
     if st >= 0:
         a_i = int(act[st])
         if not 0 <= a_i < a:
@@ -670,15 +695,6 @@ def _count(fn: str, name: str, v: Any, lo: int) -> int:
     if v < lo:
         fail(fn, name, f"an int >= {lo}", repr(v))
     return int(v)
-
-
-def _ro(a: np.ndarray) -> np.ndarray:
-    """Read-only view: the byte samplers always hand the kernel read-only inputs,
-    so bytes and bytearray buffers share one compiled variant."""
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
 
 
 # Largest action index each wire dtype holds exactly.

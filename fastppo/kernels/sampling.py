@@ -470,7 +470,9 @@ def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  #
     n = mean.shape[0]
     a_dim = mean.shape[1]
     for i in numba.prange(n):
-        il = 0 if shared_std else i
+        # prange indices are unsigned: keep the row index int64 so the
+        # branch below does not unify int64 with uint64 (-> float64).
+        il = np.int64(0) if shared_std else np.int64(i)
         total = 0.0
         h = 0.0
         for j in range(a_dim):
