@@ -340,3 +340,19 @@ def test_cartpole_learns_clearly_better_than_random():
         tr.learn(40_000)
         r = tr.evaluate(n_episodes=5)
     assert r["mean_return"] > 150, r
+
+
+def test_async_vector_env_gives_the_same_run_as_sync():
+    cfg = SMALL.replace(n_envs=2, n_steps=32, batch_size=32)
+    runs = []
+    for mode in ("sync", "async"):
+        with PPOTrainer("CartPole-v1", cfg.replace(vectorization=mode)) as tr:
+            tr.learn(128)
+            runs.append(_losses(tr))
+    assert runs[0] == runs[1]
+
+
+def test_warmup_compiles_without_error():
+    from fastppo.ppo import _warmup
+
+    _warmup()

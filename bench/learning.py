@@ -1,0 +1,104 @@
+"""Learning results of ``fastppo train``'s defaults: final evaluation return per env and seed.
+
+Targets (issue 4): CartPole-v1 mean evaluation return >= 475 within 100k env
+steps (3 of 3 seeds); Acrobot-v1 >= -100 within 200k; Pendulum-v1 >= -250
+within 200k. Evaluation: 20 deterministic episodes on fresh envs after
+training, with the trained observation statistics.
+
+Usage::
+
+    python bench/learning.py                          # all three envs, seeds 0 1 2
+    python bench/learning.py --env CartPole-v1 --seeds 0 1 2
+    python bench/learning.py --env Pendulum-v1 --seeds 0 --steps 200000
+
+Writes ``<out>/learning.json`` and one ``<out>/<env>.png`` learning curve per env.
+Not part of CI (minutes per run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from fastppo._plot import line_chart
+from fastppo.ppo import PPOConfig, PPOTrainer
+from fastppo.ppo.defaults import env_defaults
+
+TARGETS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "Pendulum-v1": -250.0}
+
+
+def run_one(env_id: str, seed: int, steps: int | None, episodes: int) -> dict:
+    d = env_defaults(env_id)
+    budget = int(steps or d.pop("total_timesteps"))
+    d.pop("total_timesteps", None)
+    cfg = PPOConfig(**d, seed=seed)
+    # Whole updates only, never past the budget ("within N steps" is strict).
+    budget -= budget % cfg.rollout_size
+    t0 = time.perf_counter()
+    with PPOTrainer(env_id, cfg) as tr:
+        tr.learn(budget)
+        wall = time.perf_counter() - t0
+        ev = tr.evaluate(n_episodes=episodes)
+        curve = [(int(s), float(r)) for s, r, _ in tr.episodes]
+        return {
+            "env_id": env_id,
+            "seed": seed,
+            "steps": tr.num_timesteps,
+            "wall_s": wall,
+            "eval": ev,
+            "target": TARGETS.get(env_id),
+            "passed": ev["mean_return"] >= TARGETS.get(env_id, -np.inf),
+            "curve": curve,
+        }
+
+
+def _smooth(ys: list[float], k: int = 20) -> list[float]:
+    c = np.cumsum(np.insert(np.asarray(ys, float), 0, 0.0))
+    return [(c[i + 1] - c[max(0, i - k + 1)]) / (i + 1 - max(0, i - k + 1)) for i in range(len(ys))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", nargs="*", default=list(TARGETS))
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=None, help="override the per-env budget")
+    ap.add_argument("--episodes", type=int, default=20)
+    ap.add_argument("--out", default="bench_out/learning")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    path = os.path.join(a.out, "learning.json")
+    results = json.load(open(path)) if os.path.exists(path) else []
+    for env_id in a.env:
+        for seed in a.seeds:
+            r = run_one(env_id, seed, a.steps, a.episodes)
+            results = [x for x in results if (x["env_id"], x["seed"]) != (env_id, seed)] + [r]
+            ev = r["eval"]
+            print(
+                f"{env_id:12s} seed {seed}: {r['steps']} steps in {r['wall_s']:6.1f} s, eval "
+                f"{ev['mean_return']:8.1f} +- {ev['std_return']:6.1f} over {a.episodes} episodes "
+                f"(target >= {r['target']}: {'PASS' if r['passed'] else 'FAIL'})",
+                flush=True,
+            )
+            with open(path, "w") as f:
+                json.dump(results, f)
+        series = {
+            f"seed {x['seed']}": ([s for s, _ in x["curve"]], _smooth([v for _, v in x["curve"]]))
+            for x in results
+            if x["env_id"] == env_id and x["curve"]
+        }
+        if series:
+            line_chart(
+                os.path.join(a.out, f"{env_id}.png"),
+                f"{env_id}: fastppo PPO, mean of last 20 training episodes",
+                "env steps",
+                "episode return",
+                series,
+            )
+
+
+if __name__ == "__main__":
+    main()
