@@ -203,7 +203,7 @@ def decode(buf: Any, dtype: str, shape: Any = None, *, out_dtype: str | None = N
 def _first_bad(fn: str, arg: str, values: np.ndarray, bad: np.ndarray, expected: str) -> None:
     if bad.any():
         i = int(np.argmax(bad.reshape(-1)))
-        fail(fn, arg, expected, f"{values.reshape(-1)[i]!r} at flat index {i}")
+        fail(fn, arg, expected, f"{values.reshape(-1)[i].item()!r} at flat index {i}")
 
 
 def _convert(fn: str, arg: str, vals: np.ndarray, target: np.dtype) -> np.ndarray:
@@ -213,7 +213,7 @@ def _convert(fn: str, arg: str, vals: np.ndarray, target: np.dtype) -> np.ndarra
     if target.kind == "f":
         if vals.dtype.kind in "iub":
             _check_int_exact(fn, arg, vals, target.name)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # IEEE overflow/NaN are the rule
             return vals.astype(target)
     # to int64
     if vals.dtype.kind == "f":
@@ -265,7 +265,8 @@ def encode_into(fn: str, arg: str, a: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in ("float16", "bfloat16"):
         if k in "iub":
             _check_int_exact(fn, arg, a, dtype)
-        src = a if k == "f" and a.dtype in (_F32, _F64) else a.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            src = a if k == "f" and a.dtype in (_F32, _F64) else a.astype(np.float64)
         src = np.ascontiguousarray(src).reshape(-1)
         out = np.empty(src.shape[0], dtype=np.uint16)
         encode_half(src, out, dtype == "bfloat16")
@@ -273,7 +274,7 @@ def encode_into(fn: str, arg: str, a: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in ("float32", "float64"):
         if k in "iub":
             _check_int_exact(fn, arg, a, dtype)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # IEEE overflow/NaN are the rule
             return np.ascontiguousarray(a, dtype=st).reshape(-1)
     # integer or bool targets
     if k == "f":
@@ -319,7 +320,8 @@ def encode(array: Any, dtype: str) -> bytes:
     if a.dtype.kind not in "biuf":
         fail(fn, "array", "bool, integer or float", f"dtype {a.dtype}", exc=TypeError)
     if a.dtype == np.float16:
-        a = a.astype(np.float32)  # exact
+        with np.errstate(invalid="ignore"):  # signalling NaNs stay NaN
+            a = a.astype(np.float32)  # exact
     return encode_into(fn, "array", a, dtype).tobytes()
 
 
