@@ -60,6 +60,11 @@ __all__ = ["ReturnNormalizer", "RunningMeanStd", "denormalize_values", "normaliz
 # project-wide PARALLEL_MIN_ELEMENTS (2**16) is too low for such light work.
 _PARALLEL_MIN = max(PARALLEL_MIN_ELEMENTS, 1 << 20)
 
+# Builtin dtypes are singletons, so ``is`` is the cheapest exact test on the
+# per-step fast paths (an equal but distinct dtype object takes the slow path).
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
 _NO_MASK_1D = np.zeros(0, np.uint8)
 _NO_MASK_2D = np.zeros((0, 0), np.uint8)
 
@@ -155,6 +160,8 @@ class RunningMeanStd:
         "_count",
         "_cy",
         "_epsilon",
+        "_fast_1d",
+        "_fast_2d",
         "_layout",
         "_mean",
         "_n_feat",
@@ -171,9 +178,12 @@ class RunningMeanStd:
         self._count = 0
         self._mean = np.zeros(self._n_feat)
         self._var = np.ones(self._n_feat)
-        self._scale: np.ndarray | None = None  # sqrt(var + epsilon), cached per state
+        self._scale: np.ndarray | None = None  # see _factors
         self._layout = _k.layout(self._n_feat)
         self._cy = _cy.Updater(self._mean, self._var, *self._layout)
+        # which per-step batches can skip the general path (see update)
+        self._fast_2d = len(self._shape) == 1 and self._n_feat > 0
+        self._fast_1d = self._shape == ()
 
     # -- state ---------------------------------------------------------------
     @property
@@ -228,6 +238,24 @@ class RunningMeanStd:
             Trailing dims differ from ``shape``; ``valid`` of the wrong shape;
             a NaN/inf in a counted row. The state is then unchanged.
         """
+        if valid is None and type(batch) is np.ndarray:
+            # Per-step fast path: a C-contiguous [N, D] (or [N] for shape ())
+            # native float batch goes straight to Cython; anything else, and
+            # every error, takes the general path below.
+            dt = batch.dtype
+            if (dt is _F32 or dt is _F64) and 0 < batch.size < _PARALLEL_MIN:
+                x = None
+                if batch.ndim == 2 and self._fast_2d and batch.shape[1] == self._n_feat:
+                    x = batch
+                elif batch.ndim == 1 and self._fast_1d:
+                    x = batch.reshape(-1, 1)
+                if x is not None and x.flags.c_contiguous:
+                    up = self._cy.update_f32 if dt is _F32 else self._cy.update_f64
+                    n = up(x, None, float(self._count))
+                    if n >= 0:
+                        self._count += n
+                        self._scale = None
+                        return
         fn = "RunningMeanStd.update"
         a = _float_input(fn, "batch", batch, self._shape)
         v = None
@@ -290,28 +318,85 @@ class RunningMeanStd:
         self._scale = None
 
     # -- normalisation -------------------------------------------------------
-    def _scale_now(self) -> np.ndarray:
+    def _factors(self, normalize: bool) -> np.ndarray:
+        # 1/sqrt(var + eps) to normalise (a product vectorises where a division
+        # would not), sqrt(var + eps) to denormalise; cached until the state moves
         if self._scale is None:
-            self._scale = np.sqrt(self._var + self._epsilon)
-        return self._scale
+            s = np.sqrt(self._var + self._epsilon)
+            self._scale = np.stack([1.0 / s, s])
+        return self._scale[0 if normalize else 1]
+
+    def _affine_fast(self, x: Any, clip: float, out: Any, normalize: bool) -> np.ndarray | None:
+        """Per-step fast path (as in update): straight to Cython, or None.
+
+        Taken for a native float, C-contiguous ``[N, D]`` (``[N]`` for shape
+        ``()``) array and ``out`` None or a matching, writeable, C-contiguous
+        array disjoint from ``x``; anything else, and every error, goes the
+        general way.
+        """
+        if type(x) is not np.ndarray:
+            return None
+        dt = x.dtype
+        if not ((dt is _F32 or dt is _F64) and 0 < x.size < _PARALLEL_MIN and x.flags.c_contiguous):
+            return None
+        res: np.ndarray
+        if out is None:
+            res = np.empty(x.shape, dt)
+        elif (
+            type(out) is np.ndarray
+            and out.dtype is dt
+            and out.shape == x.shape
+            and out.flags.c_contiguous
+            and out.flags.writeable
+            and not np.may_share_memory(out, x)
+        ):
+            res = out
+        else:
+            return None
+        x2: np.ndarray
+        r2: np.ndarray
+        if x.ndim == 2 and self._fast_2d and x.shape[1] == self._n_feat:
+            x2, r2 = x, res
+        elif x.ndim == 1 and self._fast_1d:
+            x2, r2 = x.reshape(-1, 1), res.reshape(-1, 1)
+        else:
+            return None
+        aff = self._cy.affine_f32 if dt is _F32 else self._cy.affine_f64
+        aff(x2, r2, self._epsilon, normalize, clip)
+        return res
 
     def _affine(
-        self, fn: str, name: str, x: Any, clip: float, out: Any, divide: bool
+        self, fn: str, name: str, x: Any, clip: float, out: Any, normalize: bool
     ) -> np.ndarray:
+        fast = self._affine_fast(x, clip, out, normalize)
+        if fast is not None:
+            return fast
         a = _float_input(fn, name, x, self._shape)
-        o = None
-        if out is not None:
-            o = check_out(fn, "out", out, a.shape, a.dtype)
-            check_no_overlap(fn, (o,), {name: a})
-        res = o if o is not None else np.empty(a.shape, a.dtype)
+        if out is None:
+            res = np.empty(a.shape, a.dtype)
+        else:
+            res = check_out(fn, "out", out, a.shape, a.dtype)
+            check_no_overlap(fn, (res,), {name: a})
+        n_feat = self._n_feat
         if a.size == 0:
             return res
-        rows = a.size // self._n_feat
-        x2 = np.ascontiguousarray(a.reshape(rows, self._n_feat))
+        rows = a.size // n_feat
+        # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
+        two_d = a.ndim == 2 and a.shape[1] == n_feat
+        x2 = a if two_d else a.reshape(rows, n_feat)
+        if not x2.flags.c_contiguous:
+            x2 = np.ascontiguousarray(x2)
         direct = res.flags.c_contiguous
-        r2 = res.reshape(rows, self._n_feat) if direct else np.empty((rows, self._n_feat), a.dtype)
-        kern = _k.affine_parallel if a.size >= _PARALLEL_MIN else _k.affine_serial
-        kern(x2, self._mean, self._scale_now(), divide, clip, r2)
+        if direct:
+            r2 = res if two_d else res.reshape(rows, n_feat)
+        else:
+            r2 = np.empty((rows, n_feat), a.dtype)
+        if a.size < _PARALLEL_MIN:
+            # Cython: same arithmetic as the Numba kernel, entered faster per step
+            aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
+            aff(x2, r2, self._epsilon, normalize, clip)
+        else:
+            _k.affine_parallel(x2, self._mean, self._factors(normalize), normalize, clip, r2)
         if not direct:
             np.copyto(res, r2.reshape(a.shape))
         return res
@@ -624,8 +709,8 @@ def _warmup() -> None:
             for mask in (_NO_MASK_1D, np.ones(4, np.uint8)):
                 kern(x, mask, m, rpb, 0.0, np.zeros(3), np.ones(3))
         for aff in (_k.affine_serial, _k.affine_parallel):
-            for divide in (True, False):
-                aff(x, np.zeros(3), np.ones(3), divide, 0.0, np.empty_like(x))
+            for normalize in (True, False):
+                aff(x, np.zeros(3), np.ones(3), normalize, 0.0, np.empty_like(x))
         rms = RunningMeanStd((3,))
         rms.update(x)
         rms.normalize(x, clip=5.0)

@@ -318,7 +318,36 @@ def test_count_as_decimal_string() -> None:
 
 # -- normalize / denormalize --------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_normalize_denormalize_inverse_and_dtype(dtype) -> None:
+@pytest.mark.parametrize("divide", [True, False])
+@pytest.mark.parametrize("clip", [0.0, 1.5])
+def test_affine_cython_numba_serial_parallel_bit_identical(dtype, divide, clip) -> None:
+    rng = np.random.default_rng(11)
+    mean = rng.normal(size=5)
+    var = rng.random(5) * 3
+    x = rng.normal(size=(300, 5)).astype(dtype)
+    x[3, 2] = np.nan  # propagates through clipping, like np.clip
+    m, rpb = K.layout(5)
+    up = cy_stats.Updater(mean.copy(), var.copy(), m, rpb)
+    outs = [np.empty_like(x) for _ in range(3)]
+    (up.affine_f32 if dtype == np.float32 else up.affine_f64)(x, outs[0], 1e-8, divide, clip)
+    scale = np.sqrt(var + 1e-8)
+    factor = 1.0 / scale if divide else scale
+    K.affine_serial(x, mean, factor, divide, clip, outs[1])
+    K.affine_parallel(x, mean, factor, divide, clip, outs[2])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    assert np.isnan(outs[0][3, 2])
+    if divide:
+        exp = ref.normalize(x, mean, var, 1e-8, clip or None)
+    else:
+        exp = ref.denormalize(x, mean, var, 1e-8)
+        exp = np.clip(exp, -clip, clip) if clip else exp
+    tol = 1e-6 if dtype == np.float32 else 1e-15
+    np.testing.assert_allclose(outs[0], exp, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normalize_denormalize_inverse_and_dtype(dtype, update_path) -> None:
     rng = np.random.default_rng(5)
     rms = RunningMeanStd((3,))
     rms.update(rng.normal(10, 5, size=(100, 3)))
@@ -335,7 +364,7 @@ def test_normalize_denormalize_inverse_and_dtype(dtype) -> None:
     np.testing.assert_allclose(back, x, rtol=1e-5 if dtype == np.float32 else 1e-13)
 
 
-def test_out_buffers_are_used_and_inputs_untouched() -> None:
+def test_out_buffers_are_used_and_inputs_untouched(update_path) -> None:
     rng = np.random.default_rng(6)
     rms = RunningMeanStd((2,))
     x = rng.normal(size=(10, 2))
@@ -355,7 +384,7 @@ def test_out_buffers_are_used_and_inputs_untouched() -> None:
     np.testing.assert_array_equal(big[:, 1::2], 0.0)
 
 
-def test_read_only_and_non_contiguous_inputs() -> None:
+def test_read_only_and_non_contiguous_inputs(update_path) -> None:
     rng = np.random.default_rng(7)
     x = rng.normal(size=(20, 6))
     ro = x.copy()
@@ -454,7 +483,7 @@ def test_return_normalizer_inputs_untouched_and_out() -> None:
 
 # -- normalize_returns / denormalize_values -------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_normalize_returns_then_denormalize(dtype) -> None:
+def test_normalize_returns_then_denormalize(dtype, update_path) -> None:
     rng = np.random.default_rng(10)
     rms = RunningMeanStd()
     ret = rng.normal(50.0, 20.0, size=(32, 4)).astype(dtype)

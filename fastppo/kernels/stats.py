@@ -263,21 +263,28 @@ def return_normalize(
 
 
 @kernel_pair
-def _affine(x, shift, scale, divide, clip, out):  # pragma: no cover - compiled
-    """``out = (x - shift) / scale`` (``divide``) or ``x * scale + shift``, clipped.
+def _affine(x, shift, factor, center_first, clip, out):  # pragma: no cover - compiled
+    """``out = (x - shift) * factor`` (``center_first``) or ``x * factor + shift``, clipped.
 
     ``x``/``out`` are ``[R, D]`` (float32/float64, same dtype), ``shift`` and
-    ``scale`` float64 ``[D]``; arithmetic is float64, ``clip <= 0`` means none.
+    ``factor`` float64 ``[D]``; arithmetic is float64, ``clip <= 0`` means none.
+    Normalising multiplies by ``factor = 1 / sqrt(var + eps)`` rather than
+    dividing: Numba's Python error model guards every division against zero,
+    which keeps the loop scalar; the product is within two ulps of the quotient.
     """
     n_rows, n_feat = x.shape
     for r in numba.prange(n_rows):
         for j in range(n_feat):
-            if divide:
-                y = (x[r, j] - shift[j]) / scale[j]
+            if center_first:
+                y = (x[r, j] - shift[j]) * factor[j]
             else:
-                y = x[r, j] * scale[j] + shift[j]
+                y = x[r, j] * factor[j] + shift[j]
+            # comparisons, not min/max: a NaN stays NaN, as in numpy's clip
             if clip > 0.0:
-                y = min(max(y, -clip), clip)
+                if y > clip:
+                    y = clip
+                elif y < -clip:
+                    y = -clip
             out[r, j] = y
 
 

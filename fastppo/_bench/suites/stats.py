@@ -10,6 +10,9 @@ batches (``[8, 4]`` CartPole x 8 envs, ``[16, 17]`` MuJoCo x 16 envs), a
 rollout of observations (``[4096, 64]``) and a rollout of returns
 (``[2048 x 64]`` scalars).
 
+``rms normalize``: ``(x - mean) / sqrt(var + eps)`` clipped, as VecNormalize
+normalises observations, against the Numba and Cython affine maps.
+
 ``return normalizer``: one step of Stable-Baselines3's VecNormalize reward
 scaling against :class:`fastppo.ReturnNormalizer`.
 
@@ -101,7 +104,8 @@ def _update_group(shape: tuple[int, ...], dtype: Any) -> Group:
 
         def run() -> tuple[np.ndarray, np.ndarray]:
             rms.update(x)
-            return rms.mean.reshape(-1), rms.var.reshape(-1)
+            # the state itself: the public getters copy, which is not the update
+            return rms._mean, rms._var
 
         return run
 
@@ -120,6 +124,58 @@ def _update_group(shape: tuple[int, ...], dtype: Any) -> Group:
         check=_close,
         target="fastppo >= 3x numpy on [4096x64] float32; cython >= numba serial per step",
         bytes_moved=x.nbytes,
+    )
+
+
+def _normalize_group(shape: tuple[int, int], dtype: Any) -> Group:
+    from fastppo._cy import _stats as cy
+    from fastppo.kernels import stats as k
+    from fastppo.stats import RunningMeanStd
+
+    rng = np.random.default_rng(2)
+    x = (3.0 + 2.0 * rng.standard_normal(shape)).astype(dtype)
+    n_feat = shape[1]
+    rms = RunningMeanStd((n_feat,))
+    rms.update(x)
+    mean, var, eps, clip = rms.mean, rms.var, rms.epsilon, 10.0
+    factor = 1.0 / np.sqrt(var + eps)
+    outs = [np.empty_like(x) for _ in range(4)]
+    up = cy.Updater(mean.copy(), var.copy(), *k.layout(n_feat))
+    cy_aff = up.affine_f32 if dtype == np.float32 else up.affine_f64
+
+    def sb3() -> np.ndarray:
+        # VecNormalize.normalize_obs, cast back to the observation dtype
+        return np.clip((x - mean) / np.sqrt(var + eps), -clip, clip).astype(dtype)
+
+    def check(results: dict[str, Any]) -> None:
+        for label, res in results.items():
+            np.testing.assert_allclose(res, results["numpy"], rtol=1e-6, atol=1e-6, err_msg=label)
+
+    def run(fn: Callable[[], Any], out: np.ndarray) -> Callable[[], np.ndarray]:
+        def call() -> np.ndarray:
+            fn()
+            return out
+
+        return call
+
+    dims = "x".join(map(str, shape))
+    return Group(
+        name=f"rms normalize [{dims}] {np.dtype(dtype).name}",
+        baseline="numpy",
+        impls={
+            "numpy": sb3,
+            "numba serial": run(
+                lambda: k.affine_serial(x, mean, factor, True, clip, outs[0]), outs[0]
+            ),
+            "numba parallel": run(
+                lambda: k.affine_parallel(x, mean, factor, True, clip, outs[1]), outs[1]
+            ),
+            "cython": run(lambda: cy_aff(x, outs[2], eps, True, clip), outs[2]),
+            "fastppo": lambda: rms.normalize(x, clip=clip, out=outs[3]),
+        },
+        check=check,
+        target="cython >= numba serial per step",
+        bytes_moved=2 * x.nbytes,
     )
 
 
@@ -170,6 +226,8 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
     if full:
         sizes = sizes + FULL_EXTRA
     out = [_update_group(s, dt) for s, dt in sizes]
+    out.append(_normalize_group((8, 4), np.float32))
     if not quick:
+        out.append(_normalize_group((4096, 64), np.float32))
         out.append(_return_norm_group(16))
     return out
