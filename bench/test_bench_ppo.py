@@ -150,3 +150,39 @@ def test_update_speed_vs_torch(benchmark):
         f"torch {med['torch'] * 1e3:.1f} ms, ratio {ratio:.1f}x (target >= 3x)"
     )
     benchmark.pedantic(ours, rounds=3, iterations=1)
+
+
+def test_end_to_end_cartpole_vs_cleanrl(benchmark):
+    """CartPole-v1, 100k steps, the CLI's hyperparameters: fastppo vs CleanRL-style torch PPO.
+
+    Minutes on 2 cores; the same comparison as ``python bench/torch_ppo.py --e2e``.
+    """
+    import os
+
+    from torch_ppo import cleanrl_train
+
+    from fastppo.ppo import PPOTrainer
+    from fastppo.ppo.defaults import env_defaults
+
+    torch.set_num_threads(1)
+    steps = int(os.environ.get("FASTPPO_E2E_STEPS", "100000"))
+    d = env_defaults("CartPole-v1")
+    d.pop("total_timesteps")
+    cfg = PPOConfig(**d, seed=1)
+    with PPOTrainer("CartPole-v1", cfg.replace(n_steps=8, batch_size=64)) as warm:
+        warm.learn(64)  # compile outside the timed run, as torch's kernels are prebuilt
+
+    def ours() -> float:
+        t0 = time.perf_counter()
+        with PPOTrainer("CartPole-v1", cfg) as tr:
+            tr.learn(steps)
+        return time.perf_counter() - t0
+
+    t_ours = benchmark.pedantic(ours, rounds=1, iterations=1)
+    t_theirs = cleanrl_train("CartPole-v1", steps, cfg)["wall_s"]
+    ratio = t_theirs / t_ours
+    benchmark.extra_info.update(fastppo_s=t_ours, cleanrl_s=t_theirs, ratio=ratio, target=">= 2x")
+    print(
+        f"\nCartPole {steps} steps: fastppo {t_ours:.1f} s, CleanRL-style torch "
+        f"{t_theirs:.1f} s, ratio {ratio:.2f}x (target >= 2x)"
+    )
