@@ -1,11 +1,11 @@
 """Comparison groups: fastppo's GAE and V-trace against other RL frameworks.
 
-Every peer gets the same rollout (``[T, N]`` float32, about 1 % terminated and
-0.5 % truncated steps, same-step autoreset so truncated steps come with
+Every peer gets the same rollout (``[T, N]`` float32, about 1 % terminated
+and 0.5 % truncated steps, same-step autoreset so truncated steps come with
 ``V(final obs)``), converted to its own conventions *outside* the timed call,
 and every result is checked equal to fastppo's (float32 rounding) before
 anything is timed. A peer that is not installed appears as a row saying what
-to install.
+to install; impl labels carry the installed peer's version.
 
 What each impl computes, and how the peer's conventions were met:
 
@@ -42,6 +42,7 @@ group uses a rollout with terminations only, ``lam = 1`` and ``c_bar = 1``.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from collections.abc import Callable
 from functools import partial
@@ -63,6 +64,14 @@ _INSTALL = {
     "torchrl": "pip install torchrl",
     "rlax": "pip install rlax jax",
 }
+
+
+def _v(dist: str) -> str:
+    """Installed version of ``dist`` for an impl label ('' when not installed)."""
+    try:
+        return " " + importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def _missing(*modules: str) -> str | None:
@@ -356,7 +365,7 @@ def _rlax_vtrace(ro: Rollout) -> Callable[[], Any] | str:
 def _to_tn(label: str, res: Any, T: int, N: int) -> tuple[np.ndarray, np.ndarray]:
     """A peer's (first, second) output as [T, N] numpy arrays."""
     a, b = (np.asarray(x.detach() if hasattr(x, "detach") else x) for x in res)
-    if label == "tianshou":  # env-major flat
+    if label.startswith("tianshou"):  # env-major flat
         a, b = a.reshape(N, T).T, b.reshape(N, T).T
     return a, b
 
@@ -399,11 +408,11 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                 impls={
                     "numpy loop": partial(numpy_gae, ro),
                     "fastppo": _fastppo_gae(ro),
-                    "PyTorch loop (CleanRL)": _torch_loop(ro),
-                    "stable-baselines3": _sb3(ro),
-                    "tianshou": _tianshou(ro),
-                    "torchrl GAE": _torchrl_gae(ro, vec=False),
-                    "torchrl vec GAE": _torchrl_gae(ro, vec=True),
+                    f"PyTorch{_v('torch')} loop (CleanRL)": _torch_loop(ro),
+                    f"stable-baselines3{_v('stable-baselines3')}": _sb3(ro),
+                    f"tianshou{_v('tianshou')}": _tianshou(ro),
+                    f"torchrl{_v('torchrl')} GAE": _torchrl_gae(ro, vec=False),
+                    f"torchrl{_v('torchrl')} vec GAE": _torchrl_gae(ro, vec=True),
                 },
                 check=_agree(T, N),
                 target="fastppo faster than every peer; >= 20x numpy loop",
@@ -417,7 +426,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                 impls={
                     "numpy loop": partial(numpy_vtrace, ro),
                     "fastppo": _fastppo_vtrace(ro),
-                    "torchrl V-trace": _torchrl_vtrace(ro),
+                    f"torchrl{_v('torchrl')} V-trace": _torchrl_vtrace(ro),
                 },
                 check=_agree(T, N),
                 target="fastppo faster than every peer; >= 20x numpy loop",
@@ -433,7 +442,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
                     impls={
                         "numpy loop": partial(numpy_vtrace, ro_term),
                         "fastppo": _fastppo_vtrace(ro_term, truncations=False),
-                        "rlax": _rlax_vtrace(ro_term),
+                        f"rlax{_v('rlax')}": _rlax_vtrace(ro_term),
                     },
                     check=_agree(T, N),
                     target="fastppo faster than rlax on CPU",
