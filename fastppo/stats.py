@@ -329,40 +329,33 @@ class RunningMeanStd:
     def _affine_fast(self, x: Any, clip: float, out: Any, normalize: bool) -> np.ndarray | None:
         """Per-step fast path (as in update): straight to Cython, or None.
 
-        Taken for a native float, C-contiguous ``[N, D]`` (``[N]`` for shape
-        ``()``) array and ``out`` None or a matching, writeable, C-contiguous
-        array disjoint from ``x``; anything else, and every error, goes the
-        general way.
+        The Cython call itself checks what the general path would: its typed
+        memoryviews refuse a wrong dtype, byte order, layout or a read-only
+        ``out``, and it raises on a shape mismatch or overlapping buffers. Any
+        refusal returns None, and the general path then raises the proper
+        error or handles the layout.
         """
-        if type(x) is not np.ndarray:
+        if type(x) is not np.ndarray or x.size >= _PARALLEL_MIN:
             return None
         dt = x.dtype
-        if not ((dt is _F32 or dt is _F64) and 0 < x.size < _PARALLEL_MIN and x.flags.c_contiguous):
-            return None
-        res: np.ndarray
-        if out is None:
-            res = np.empty(x.shape, dt)
-        elif (
-            type(out) is np.ndarray
-            and out.dtype is dt
-            and out.shape == x.shape
-            and out.flags.c_contiguous
-            and out.flags.writeable
-            and not np.may_share_memory(out, x)
-        ):
-            res = out
+        if dt is _F32:
+            aff = self._cy.affine_f32
+        elif dt is _F64:
+            aff = self._cy.affine_f64
         else:
             return None
-        x2: np.ndarray
-        r2: np.ndarray
-        if x.ndim == 2 and self._fast_2d and x.shape[1] == self._n_feat:
+        res = np.empty(x.shape, dt) if out is None else out
+        if x.ndim == 2 and self._fast_2d:
             x2, r2 = x, res
-        elif x.ndim == 1 and self._fast_1d:
-            x2, r2 = x.reshape(-1, 1), res.reshape(-1, 1)
+        elif x.ndim == 1 and self._fast_1d and type(res) is np.ndarray and res.ndim == 1:
+            # [:, None] is always a view, so a result can never land in a copy
+            x2, r2 = x[:, None], res[:, None]
         else:
             return None
-        aff = self._cy.affine_f32 if dt is _F32 else self._cy.affine_f64
-        aff(x2, r2, self._epsilon, normalize, clip)
+        try:
+            aff(x2, r2, self._epsilon, normalize, clip)
+        except (ValueError, TypeError, BufferError):
+            return None
         return res
 
     def _affine(

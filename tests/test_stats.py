@@ -384,6 +384,22 @@ def test_out_buffers_are_used_and_inputs_untouched(update_path) -> None:
     np.testing.assert_array_equal(big[:, 1::2], 0.0)
 
 
+def test_scalar_stats_strided_out_and_foreign_byte_order(update_path) -> None:
+    rms = RunningMeanStd()
+    rms.update(np.array([1.0, 2.0, 4.0]))
+    x = np.array([0.5, 1.5, 3.0, 7.0])
+    big = np.zeros(8)
+    res = rms.normalize(x, clip=1.0, out=big[::2])
+    assert np.shares_memory(res, big)
+    np.testing.assert_allclose(big[::2], ref.normalize(x, rms.mean, rms.var, 1e-8, 1.0), rtol=1e-15)
+    np.testing.assert_array_equal(big[1::2], 0.0)
+    with pytest.raises(TypeError, match=r"RunningMeanStd.normalize: x must be float32 or float64"):
+        rms.normalize(x.astype(">f8"))
+    with pytest.raises(TypeError, match=r"RunningMeanStd.update: batch must be float32 or float64"):
+        rms.update(x.astype(">f8"))
+    assert rms.count == 3
+
+
 def test_read_only_and_non_contiguous_inputs(update_path) -> None:
     rng = np.random.default_rng(7)
     x = rng.normal(size=(20, 6))

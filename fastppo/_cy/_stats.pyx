@@ -213,6 +213,10 @@ cdef class Updater:
         cdef floating* outr
         if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
             raise ValueError("Updater: x/out shape does not match the state")
+        # both are C-contiguous, so these address ranges are exactly their bytes
+        if (<const char*> out < <const char*> (x + n_rows * n_feat)
+                and <const char*> x < <const char*> (out + n_rows * n_feat)):
+            raise ValueError("Updater: out overlaps x")
         if n_rows == 0:
             return 0
         factor = <double*> calloc(n_feat, sizeof(double))
