@@ -143,25 +143,53 @@ def compute_returns_and_advantage(buffer: Any, last_values: Any, dones: Any) -> 
     )
 
 
+_ROLLOUT_DOC = """SB3 ``RolloutBuffer`` whose GAE runs in fastppo's compiled kernel.
+
+    Pass it as ``PPO(..., rollout_buffer_class=RolloutBuffer)``; everything else
+    is SB3's own buffer (same constructor, same methods).
+    ``compute_returns_and_advantage(last_values, dones)`` is
+    :func:`compute_returns_and_advantage`: results equal SB3's to float32
+    rounding, written into the buffer's own ``advantages``/``returns`` arrays.
+    Accessing this name imports ``stable_baselines3`` (``ImportError`` with the
+    install command when it is missing).
+    """
+
+_DICT_DOC = """SB3 ``DictRolloutBuffer`` (dict observations) with fastppo's GAE.
+
+    As :class:`RolloutBuffer`, for ``MultiInputPolicy``.
+    """
+
+# Signatures and docstrings of the lazily built classes, for docs/gen_api.py
+# (which must not need SB3 installed to document them).
+STATIC_DOCS: dict[str, tuple[str, str]] = {
+    "RolloutBuffer": (
+        "class RolloutBuffer(stable_baselines3.common.buffers.RolloutBuffer)",
+        _ROLLOUT_DOC,
+    ),
+    "DictRolloutBuffer": (
+        "class DictRolloutBuffer(stable_baselines3.common.buffers.DictRolloutBuffer)",
+        _DICT_DOC,
+    ),
+}
+
+
 def _make_buffers() -> dict[str, type]:
     buffers = require(
         "stable_baselines3.common.buffers", "stable-baselines3", "fastppo.compat.sb3.RolloutBuffer"
     )
 
     class RolloutBuffer(buffers.RolloutBuffer):  # type: ignore[name-defined]
-        """SB3 ``RolloutBuffer`` whose GAE runs in fastppo's compiled kernel.
-
-        Pass it as ``PPO(..., rollout_buffer_class=RolloutBuffer)``; everything
-        else is SB3's own buffer. Results equal SB3's to float32 rounding.
-        """
+        __doc__ = _ROLLOUT_DOC
 
         def compute_returns_and_advantage(self, last_values: Any, dones: np.ndarray) -> None:
+            """Fill ``advantages`` and ``returns`` with fastppo's GAE kernel."""
             compute_returns_and_advantage(self, last_values, dones)
 
     class DictRolloutBuffer(buffers.DictRolloutBuffer):  # type: ignore[name-defined]
-        """SB3 ``DictRolloutBuffer`` whose GAE runs in fastppo's compiled kernel."""
+        __doc__ = _DICT_DOC
 
         def compute_returns_and_advantage(self, last_values: Any, dones: np.ndarray) -> None:
+            """Fill ``advantages`` and ``returns`` with fastppo's GAE kernel."""
             compute_returns_and_advantage(self, last_values, dones)
 
     classes: dict[str, type] = {
