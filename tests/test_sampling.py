@@ -152,10 +152,10 @@ def test_rounding_fallback_picks_last_positive_weight_action() -> None:
     a trailing masked one (u = 1 is outside the generator's range, so this is forced)."""
     r = np.array([0.0, -1.0, -np.inf, -np.inf], dtype=np.float32)
     e = np.empty(4, dtype=np.float32)
-    a, lp = K._sample_segment(r, e, 1.0, False)
+    a, lp = K._sample_segment(r, e, 0, 4, 1.0, False)
     assert a == 1
     assert lp == pytest.approx(-1.0 - math.log(1.0 + math.exp(-1.0)), rel=1e-6)
-    a, _ = K._sample_segment(r, e, 1.0 - 2.0**-53, False)
+    a, _ = K._sample_segment(r, e, 0, 4, 1.0 - 2.0**-53, False)
     assert a == 1
 
 

@@ -152,36 +152,36 @@ def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # p
 
 
 @inline
-def _sample_segment(r, e, u, deterministic):  # pragma: no cover - compiled
-    """Inverse-CDF draw from ``softmax(r)``; masked entries of ``r`` are -inf.
+def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compiled
+    """Inverse-CDF draw from ``softmax(r[lo:hi])``; masked entries of ``r`` are -inf.
 
     ``r`` is float32 (float64 for float64 logits), ``e`` float32 scratch.
-    Returns ``(index, log-probability as float64)``, or ``(-1, 0)`` when no
-    entry is allowed (max is -inf).
+    Returns ``(index - lo, log-probability as float64)``, or ``(-1, 0)`` when
+    no entry is allowed (the max is -inf). Index bounds, not slices: a slice
+    is a new array with a reference count to bump, per row.
     """
-    n = r.shape[0]
-    m = r[0]
-    for j in range(1, n):
+    m = r[lo]
+    for j in range(lo + 1, hi):
         m = max(m, r[j])
     if m == -np.inf:
         return -1, 0.0
-    for j in range(n):
+    for j in range(lo, hi):
         e[j] = exp32(np.float32(r[j] - m))
     s = 0.0
-    for j in range(n):
+    for j in range(lo, hi):
         s += e[j]
     if deterministic:
-        a = 0
-        for j in range(n):
+        a = lo
+        for j in range(lo, hi):
             if r[j] == m:
                 a = j
                 break
     else:
         t = u * s
         c = 0.0
-        last = 0
+        last = lo
         a = -1
-        for j in range(n):
+        for j in range(lo, hi):
             ej = e[j]
             if ej > 0.0:
                 last = j
@@ -192,7 +192,7 @@ def _sample_segment(r, e, u, deterministic):  # pragma: no cover - compiled
         if a < 0:
             # u * s rounded up to s: the last action with nonzero weight.
             a = last
-    return a, np.float64(r[a] - m) - math.log(s)
+    return a - lo, np.float64(r[a] - m) - math.log(s)
 
 
 @inline
@@ -214,6 +214,103 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
         for j in range(width):
             bad |= not (r[j] < _INF32)
     return not bad
+
+
+@inline
+def _chunk_flat(
+    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
+):  # pragma: no cover
+    """One chunk of single-dimension categorical rows, in flat passes.
+
+    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so
+    decoding, masking, the NaN/+inf check and the ``exp`` run as flat loops
+    over ``rows * width`` values that LLVM vectorises without a per-row
+    remainder; only the max, the sum and the inverse-CDF scan go row by row.
+    Same arithmetic, in the same order, as :func:`_sample_segment`. Returns
+    -1, or the first bad row (nothing of that row or later is written).
+    """
+    base = i0 * width
+    cnt = rows * width
+    if kind == KIND_F16:
+        for k in range(cnt):
+            R[k] = f16_to_f32(xf[base + k])
+    elif kind == KIND_BF16:
+        for k in range(cnt):
+            R[k] = bf16_to_f32(xf[base + k])
+    else:
+        for k in range(cnt):
+            R[k] = xf[base + k]
+    bad = False
+    if has_mask:
+        for k in range(cnt):
+            v = R[k]
+            bad |= not (v < _INF32)
+            R[k] = v if mf[base + k] != 0 else -_INF32
+    else:
+        for k in range(cnt):
+            bad |= not (R[k] < _INF32)
+    n_ok = rows
+    if bad:  # rare: find the first row holding a NaN/+inf (before masking)
+        for i in range(rows):
+            if n_ok < rows:
+                break
+            for j in range(width):
+                v = xf[base + i * width + j]
+                if kind == KIND_F16:
+                    w = np.float64(f16_to_f32(v))
+                elif kind == KIND_BF16:
+                    w = np.float64(bf16_to_f32(v))
+                else:
+                    w = np.float64(v)
+                if not (w < np.inf):
+                    n_ok = i
+                    break
+    for i in range(n_ok):
+        o = i * width
+        m = R[o]
+        for j in range(1, width):
+            m = max(m, R[o + j])
+        if m == -np.inf:
+            n_ok = i
+            break
+        M[i] = m
+    for i in range(n_ok):
+        o = i * width
+        m = M[i]
+        for j in range(width):
+            E[o + j] = np.float32(R[o + j] - m)
+    for k in range(n_ok * width):
+        E[k] = exp32(E[k])
+    for i in range(n_ok):
+        o = i * width
+        m = M[i]
+        s = 0.0
+        for j in range(width):
+            s += E[o + j]
+        if deterministic:
+            a = 0
+            for j in range(width):
+                if R[o + j] == m:
+                    a = j
+                    break
+        else:
+            t = u[i] * s
+            c = 0.0
+            last = 0
+            a = -1
+            for j in range(width):
+                ej = E[o + j]
+                if ej > 0.0:
+                    last = j
+                c += ej
+                if t < c:
+                    a = j
+                    break
+            if a < 0:
+                a = last
+        act[i0 + i] = a
+        logp[i0 + i] = np.float64(R[o + a] - m) - math.log(s)
+    return -1 if n_ok == rows else i0 + n_ok
 
 
 @kernel_pair
@@ -279,6 +376,21 @@ def categorical(
         if first >= 0:
             return first
     n_uni = 0 if deterministic else n_dim
+    if n_dim == 1:
+        xf = x.reshape(n * width)
+        mf = mask.reshape(mask.shape[0] * mask.shape[1])
+        for c in numba.prange(n_chunks):
+            R = np.empty(CHUNK * width, dtype=proto.dtype)
+            E = np.empty(CHUNK * width, dtype=np.float32)
+            M = np.empty(CHUNK, dtype=proto.dtype)
+            u = np.zeros(2 * CHUNK, dtype=np.float64)
+            i0 = c * CHUNK
+            rows = min(n, i0 + CHUNK) - i0
+            chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
+            bad[c] = _chunk_flat(
+                xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
+            )
+        return _first_bad(bad)
     for c in numba.prange(n_chunks):
         r = np.empty(width, dtype=proto.dtype)
         e = np.empty(width, dtype=np.float32)
@@ -288,16 +400,22 @@ def categorical(
         chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
         for i in range(i0, i0 + rows):
             ok = _load_checked(x, i, kind, mask, has_mask, r)
-            total = 0.0
-            for d in range(n_dim):
-                lo = offs[d]
-                a, lp = _sample_segment(
-                    r[lo : offs[d + 1]], e[lo : offs[d + 1]], u[d * CHUNK + i - i0], deterministic
-                )
+            if n_dim == 1:
+                # the common case, with a constant lower bound LLVM can see
+                a, lp = _sample_segment(r, e, 0, width, u[i - i0], deterministic)
                 ok &= a >= 0
-                act[i * n_dim + d] = a
-                total += lp
-            logp[i] = total
+                act[i] = a
+                logp[i] = lp
+            else:
+                total = 0.0
+                for d in range(n_dim):
+                    a, lp = _sample_segment(
+                        r, e, offs[d], offs[d + 1], u[d * CHUNK + i - i0], deterministic
+                    )
+                    ok &= a >= 0
+                    act[i * n_dim + d] = a
+                    total += lp
+                logp[i] = total
             if not ok:
                 bad[c] = i
                 break
