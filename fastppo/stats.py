@@ -64,9 +64,9 @@ _PARALLEL_MIN = max(PARALLEL_MIN_ELEMENTS, 1 << 20)
 # per-step fast paths (an equal but distinct dtype object takes the slow path).
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
 
 _NO_MASK_1D = np.zeros(0, np.uint8)
-_NO_MASK_2D = np.zeros((0, 0), np.uint8)
 
 
 def _shape_tuple(fn: str, shape: Any) -> tuple[int, ...]:
@@ -509,7 +509,7 @@ class ReturnNormalizer:
     arXiv 2005.12729 (reward scaling); Stable-Baselines3 ``VecNormalize``.
     """
 
-    __slots__ = ("_clip", "_gamma", "_n_envs", "_returns", "rms")
+    __slots__ = ("_clip", "_cy", "_gamma", "_n_envs", "_returns", "_rms")
 
     def __init__(
         self, n_envs: int, gamma: float = 0.99, clip: float | None = 10.0, epsilon: float = 1e-8
@@ -522,12 +522,19 @@ class ReturnNormalizer:
         self._n_envs = int(n_envs)
         self._gamma = check_range(fn, "gamma", gamma, 0.0, 1.0)
         self._clip = _clip_value(fn, clip)
-        self.rms = RunningMeanStd((), epsilon)
+        self._rms = RunningMeanStd((), epsilon)
         self._returns = np.zeros(self._n_envs)
+        # Cython holds views of the returns and the statistics (see normalize)
+        self._cy = _cy.ReturnScaler(self._returns, self._rms._mean, self._rms._var)
 
     @property
     def n_envs(self) -> int:
         return self._n_envs
+
+    @property
+    def rms(self) -> RunningMeanStd:
+        """The running statistics of the discounted returns (shape ``()``)."""
+        return self._rms
 
     @property
     def returns(self) -> np.ndarray:
@@ -550,6 +557,9 @@ class ReturnNormalizer:
         -------
         ndarray like ``rewards``: the scaled, clipped rewards.
         """
+        fast = self._normalize_fast(rewards, terminated, truncated, valid, out)
+        if fast is not None:
+            return fast
         fn = "ReturnNormalizer.normalize"
         a = as_array(fn, "rewards", rewards)
         if a.dtype not in FLOATS:
@@ -559,13 +569,11 @@ class ReturnNormalizer:
                 fn, "rewards", f"shape [{self._n_envs}] or [T, {self._n_envs}]", f"shape {a.shape}"
             )
         shape2 = (1, self._n_envs) if a.ndim == 1 else a.shape
-        flags: list[np.ndarray] = []
-        for name, f in (("terminated", terminated), ("truncated", truncated), ("valid", valid)):
-            if f is None and name == "valid":
-                flags.append(_NO_MASK_2D)
-                continue
-            u = flag_array(fn, name, f, a.shape)
-            flags.append(np.ascontiguousarray(u).reshape(shape2))
+        term = np.ascontiguousarray(flag_array(fn, "terminated", terminated, a.shape))
+        trunc = np.ascontiguousarray(flag_array(fn, "truncated", truncated, a.shape))
+        v = None
+        if valid is not None:
+            v = np.ascontiguousarray(flag_array(fn, "valid", valid, a.shape)).reshape(shape2)
         check_finite(fn, "rewards", a)
         o = None
         if out is not None:
@@ -577,15 +585,55 @@ class ReturnNormalizer:
         r2 = np.ascontiguousarray(a).reshape(shape2)
         direct = res.flags.c_contiguous
         o2 = res.reshape(shape2) if direct else np.empty(shape2, a.dtype)
-        rms = self.rms
-        n = _k.return_normalize(
-            r2, flags[0], flags[1], flags[2], self._gamma, self._clip, rms._epsilon,
-            float(rms._count), self._returns, rms._mean, rms._var, o2,
-        )  # fmt: skip
-        rms._count += int(n)
-        rms._scale = None
+        step = self._cy.step_f32 if a.dtype == np.float32 else self._cy.step_f64
+        n = step(r2, term.reshape(shape2), trunc.reshape(shape2), v, o2, *self._step_args())
+        self._rms._count += n
+        self._rms._scale = None
         if not direct:
             np.copyto(res, o2.reshape(a.shape))
+        return res
+
+    def _step_args(self) -> tuple[float, float, float, float]:
+        return (self._gamma, self._clip, self._rms._epsilon, float(self._rms._count))
+
+    def _normalize_fast(
+        self, rewards: Any, terminated: Any, truncated: Any, valid: Any, out: Any
+    ) -> np.ndarray | None:
+        """Per-step fast path: native float rewards and bool flags straight to Cython.
+
+        The Cython buffers refuse a wrong dtype, layout or a read-only ``out``;
+        it raises on mismatched shapes or overlap, and returns -1 (writing
+        nothing) for a non-finite reward. Any refusal returns None and the
+        general path raises the proper error.
+        """
+        if not (
+            type(rewards) is np.ndarray
+            and type(terminated) is np.ndarray
+            and type(truncated) is np.ndarray
+            and terminated.dtype is _BOOL
+            and truncated.dtype is _BOOL
+            and (valid is None or (type(valid) is np.ndarray and valid.dtype is _BOOL))
+        ):
+            return None
+        dt = rewards.dtype
+        if not (dt is _F32 or dt is _F64):
+            return None
+        if rewards.ndim == 1:
+            step = self._cy.step1_f32 if dt is _F32 else self._cy.step1_f64
+        elif rewards.ndim == 2:
+            step = self._cy.step_f32 if dt is _F32 else self._cy.step_f64
+        else:
+            return None
+        res = np.empty(rewards.shape, dt) if out is None else out
+        try:
+            # bool buffers pass as the uint8 the Cython step reads (same bytes)
+            n = step(rewards, terminated, truncated, valid, res, *self._step_args())
+        except (ValueError, TypeError, BufferError):
+            return None
+        if n < 0:
+            return None
+        self._rms._count += n
+        self._rms._scale = None
         return res
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -598,7 +646,7 @@ class ReturnNormalizer:
             "gamma": self._gamma,
             "clip": None if self._clip == 0.0 else self._clip,
             "returns": self._returns.tolist(),
-            "rms": self.rms.state_dict(),
+            "rms": self._rms.state_dict(),
         }
 
     @classmethod
@@ -620,8 +668,9 @@ class ReturnNormalizer:
             fail(fn, "returns", f"{rn._n_envs} real numbers", describe(ret))
         ret = ret.astype(np.float64)
         check_finite(fn, "returns", ret)
+        # into the existing buffers: the Cython ReturnScaler holds views of them
         np.copyto(rn._returns, ret)
-        rn.rms = rms
+        rn._rms._load(fn, rms.count, rms._mean, rms._var)
         return rn
 
 

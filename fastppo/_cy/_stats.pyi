@@ -14,3 +14,54 @@ class Updater:
     def affine_f64(
         self, x: np.ndarray, out: np.ndarray, epsilon: float, normalize: bool, clip: float
     ) -> None: ...
+
+class ReturnScaler:
+    def __init__(self, ret: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None: ...
+    def step_f32(
+        self,
+        r: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        valid: np.ndarray | None,
+        out: np.ndarray,
+        gamma: float,
+        clip: float,
+        epsilon: float,
+        count_a: float,
+    ) -> int: ...
+    def step_f64(
+        self,
+        r: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        valid: np.ndarray | None,
+        out: np.ndarray,
+        gamma: float,
+        clip: float,
+        epsilon: float,
+        count_a: float,
+    ) -> int: ...
+    def step1_f32(
+        self,
+        r: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        valid: np.ndarray | None,
+        out: np.ndarray,
+        gamma: float,
+        clip: float,
+        epsilon: float,
+        count_a: float,
+    ) -> int: ...
+    def step1_f64(
+        self,
+        r: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        valid: np.ndarray | None,
+        out: np.ndarray,
+        gamma: float,
+        clip: float,
+        epsilon: float,
+        count_a: float,
+    ) -> int: ...

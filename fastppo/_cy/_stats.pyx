@@ -270,3 +270,177 @@ cdef class Updater:
         if n == -2:
             raise MemoryError()
         return n
+
+
+cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
+                             const unsigned char* trunc, const unsigned char* valid,
+                             bint masked, floating* out, Py_ssize_t n_steps, Py_ssize_t n_envs,
+                             double gamma, double clip, double epsilon, double count_a,
+                             double* ret, double* mean, double* var) noexcept nogil:
+    # fastppo.kernels.stats.return_normalize, operation for operation
+    cdef Py_ssize_t t, i, k, n, total = 0
+    cdef double s, inv, m, m2, c, dev, scale, y, ca = count_a
+    for k in range(n_steps * n_envs):
+        if not isfinite(r[k]):
+            return -1  # before anything is written
+    for t in range(n_steps):
+        n = 0
+        s = 0.0
+        for i in range(n_envs):
+            k = t * n_envs + i
+            if not masked or valid[k] != 0:
+                ret[i] = ret[i] * gamma + r[k]
+                s += ret[i]
+                n += 1
+        if n > 0:
+            inv = 1.0 / n
+            m = s * inv
+            m2 = 0.0
+            c = 0.0
+            for i in range(n_envs):
+                k = t * n_envs + i
+                if not masked or valid[k] != 0:
+                    dev = ret[i] - m
+                    c += dev
+                    m2 += dev * dev
+            m2 = m2 - c * c * inv
+            if m2 < 0.0:
+                m2 = 0.0
+            _merge_state(ca, mean, var, <double> n, m, m2, 0)
+            ca += n
+            total += n
+        scale = sqrt(var[0] + epsilon)
+        for i in range(n_envs):
+            k = t * n_envs + i
+            y = r[k] / scale
+            if clip > 0.0:
+                if y > clip:
+                    y = clip
+                elif y < -clip:
+                    y = -clip
+            out[k] = <floating> y
+        for i in range(n_envs):
+            k = t * n_envs + i
+            if (not masked or valid[k] != 0) and (term[k] != 0 or trunc[k] != 0):
+                ret[i] = 0.0
+    return total
+
+
+cdef class ReturnScaler:
+    """The per-step state of ``fastppo.ReturnNormalizer``: VecNormalize's reward
+    scaling over a ``[T, N]`` block, the same operations in the same order as
+    ``fastppo.kernels.stats.return_normalize``.
+
+    Parameters
+    ----------
+    ret : float64 [N], the running discounted returns (kept, updated in place)
+    mean, var : float64 [1], the return statistics (kept, updated in place)
+
+    ``step_f32``/``step_f64`` take C-contiguous ``[T, N]`` rewards, uint8 (or
+    bool: the same bytes) flags (``valid`` may be None) and ``out``, and
+    ``step1_*`` the ``[N]`` buffers of one step; they raise ``ValueError`` on a shape
+    mismatch or an ``out`` overlapping the rewards, and return the number of
+    returns folded into the statistics, or -1 (nothing written) when a reward
+    is not finite.
+    """
+    cdef double[::1] ret
+    cdef double[::1] mean
+    cdef double[::1] var
+
+    def __init__(self, double[::1] ret not None, double[::1] mean not None,
+                 double[::1] var not None):
+        if mean.shape[0] != 1 or var.shape[0] != 1 or ret.shape[0] < 1:
+            raise ValueError("ReturnScaler: ret must be [N >= 1], mean and var [1]")
+        self.ret = ret
+        self.mean = mean
+        self.var = var
+
+    def step_f32(self, const float[:, ::1] r not None, const unsigned char[:, ::1] term not None,
+                 const unsigned char[:, ::1] trunc not None, const unsigned char[:, ::1] valid,
+                 float[:, ::1] out not None, double gamma, double clip, double epsilon,
+                 double count_a):
+        self._check(r.shape[0], r.shape[1], term.shape[0], term.shape[1],
+                    trunc.shape[0], trunc.shape[1], out.shape[0], out.shape[1], valid)
+        if (<const char*> &out[0, 0] < <const char*> (&r[0, 0] + r.shape[0] * r.shape[1])
+                and <const char*> &r[0, 0] < <const char*> (&out[0, 0] + r.shape[0] * r.shape[1])):
+            raise ValueError("ReturnScaler: out overlaps the rewards")
+        return self._run(&r[0, 0], &term[0, 0], &trunc[0, 0], valid, &out[0, 0],
+                         r.shape[0], r.shape[1], gamma, clip, epsilon, count_a)
+
+    def step_f64(self, const double[:, ::1] r not None, const unsigned char[:, ::1] term not None,
+                 const unsigned char[:, ::1] trunc not None, const unsigned char[:, ::1] valid,
+                 double[:, ::1] out not None, double gamma, double clip, double epsilon,
+                 double count_a):
+        self._check(r.shape[0], r.shape[1], term.shape[0], term.shape[1],
+                    trunc.shape[0], trunc.shape[1], out.shape[0], out.shape[1], valid)
+        if (<const char*> &out[0, 0] < <const char*> (&r[0, 0] + r.shape[0] * r.shape[1])
+                and <const char*> &r[0, 0] < <const char*> (&out[0, 0] + r.shape[0] * r.shape[1])):
+            raise ValueError("ReturnScaler: out overlaps the rewards")
+        return self._run(&r[0, 0], &term[0, 0], &trunc[0, 0], valid, &out[0, 0],
+                         r.shape[0], r.shape[1], gamma, clip, epsilon, count_a)
+
+    def step1_f32(self, const float[::1] r not None, const unsigned char[::1] term not None,
+                  const unsigned char[::1] trunc not None, const unsigned char[::1] valid,
+                  float[::1] out not None, double gamma, double clip, double epsilon,
+                  double count_a):
+        """One step: ``[N]`` buffers, otherwise as :meth:`step_f32` (saves the
+        ``[None]`` views a per-step caller would make)."""
+        cdef Py_ssize_t n = r.shape[0]
+        self._check(1, n, 1, term.shape[0], 1, trunc.shape[0], 1, out.shape[0], None)
+        if valid is not None and valid.shape[0] != n:
+            raise ValueError("ReturnScaler: valid shape does not match")
+        if (<const char*> &out[0] < <const char*> (&r[0] + n)
+                and <const char*> &r[0] < <const char*> (&out[0] + n)):
+            raise ValueError("ReturnScaler: out overlaps the rewards")
+        return self._run1(&r[0], &term[0], &trunc[0], valid, &out[0], n, gamma, clip,
+                          epsilon, count_a)
+
+    def step1_f64(self, const double[::1] r not None, const unsigned char[::1] term not None,
+                  const unsigned char[::1] trunc not None, const unsigned char[::1] valid,
+                  double[::1] out not None, double gamma, double clip, double epsilon,
+                  double count_a):
+        """float64 twin of :meth:`step1_f32`."""
+        cdef Py_ssize_t n = r.shape[0]
+        self._check(1, n, 1, term.shape[0], 1, trunc.shape[0], 1, out.shape[0], None)
+        if valid is not None and valid.shape[0] != n:
+            raise ValueError("ReturnScaler: valid shape does not match")
+        if (<const char*> &out[0] < <const char*> (&r[0] + n)
+                and <const char*> &r[0] < <const char*> (&out[0] + n)):
+            raise ValueError("ReturnScaler: out overlaps the rewards")
+        return self._run1(&r[0], &term[0], &trunc[0], valid, &out[0], n, gamma, clip,
+                          epsilon, count_a)
+
+    cdef Py_ssize_t _run1(self, const floating* r, const unsigned char* term,
+                          const unsigned char* trunc, const unsigned char[::1] valid,
+                          floating* out, Py_ssize_t n_envs, double gamma, double clip,
+                          double epsilon, double count_a):
+        cdef bint masked = valid is not None
+        cdef const unsigned char* vp = &valid[0] if masked else NULL
+        cdef Py_ssize_t n
+        with nogil:
+            n = _return_step(r, term, trunc, vp, masked, out, 1, n_envs, gamma, clip,
+                             epsilon, count_a, &self.ret[0], &self.mean[0], &self.var[0])
+        return n
+
+    cdef int _check(self, Py_ssize_t t, Py_ssize_t n, Py_ssize_t t1, Py_ssize_t n1,
+                    Py_ssize_t t2, Py_ssize_t n2, Py_ssize_t t3, Py_ssize_t n3,
+                    const unsigned char[:, ::1] valid) except -1:
+        # the loops trust these: every buffer is exactly [T, N], N the env count
+        if (n != self.ret.shape[0] or t < 1 or t1 != t or t2 != t or t3 != t
+                or n1 != n or n2 != n or n3 != n):
+            raise ValueError("ReturnScaler: shapes do not match")
+        if valid is not None and (valid.shape[0] != t or valid.shape[1] != n):
+            raise ValueError("ReturnScaler: valid shape does not match")
+        return 0
+
+    cdef Py_ssize_t _run(self, const floating* r, const unsigned char* term,
+                         const unsigned char* trunc, const unsigned char[:, ::1] valid,
+                         floating* out, Py_ssize_t n_steps, Py_ssize_t n_envs,
+                         double gamma, double clip, double epsilon, double count_a):
+        cdef bint masked = valid is not None
+        cdef const unsigned char* vp = &valid[0, 0] if masked else NULL
+        cdef Py_ssize_t n
+        with nogil:
+            n = _return_step(r, term, trunc, vp, masked, out, n_steps, n_envs, gamma, clip,
+                             epsilon, count_a, &self.ret[0], &self.mean[0], &self.var[0])
+        return n

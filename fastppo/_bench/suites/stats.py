@@ -14,7 +14,8 @@ rollout of observations (``[4096, 64]``) and a rollout of returns
 normalises observations, against the Numba and Cython affine maps.
 
 ``return normalizer``: one step of Stable-Baselines3's VecNormalize reward
-scaling against :class:`fastppo.ReturnNormalizer`.
+scaling against the Numba kernel, the Cython ``ReturnScaler`` and
+:class:`fastppo.ReturnNormalizer`.
 
 Each impl owns its state, starting from the same one; the check compares the
 state after the first call, later calls keep folding the same batch in (the
@@ -180,6 +181,8 @@ def _normalize_group(shape: tuple[int, int], dtype: Any) -> Group:
 
 
 def _return_norm_group(n_envs: int) -> Group:
+    from fastppo._cy import _stats as cy
+    from fastppo.kernels import stats as k
     from fastppo.stats import ReturnNormalizer
 
     rng = np.random.default_rng(1)
@@ -203,18 +206,48 @@ def _return_norm_group(n_envs: int) -> Group:
     rn = ReturnNormalizer(n_envs, gamma=gamma, clip=clip, epsilon=eps)
     out = np.empty(n_envs, np.float32)
 
+    # the raw kernels on [1, N] views, each with its own state
+    r2 = rewards[None]
+    t2, u2 = term.view(np.uint8)[None], trunc.view(np.uint8)[None]
+    no_mask = np.zeros((0, 0), np.uint8)
+
+    def numba_impl() -> Callable[[], np.ndarray]:
+        ret, mean, var, o2 = np.zeros(n_envs), np.zeros(1), np.ones(1), np.empty_like(r2)
+        count = [0]
+
+        def run() -> np.ndarray:
+            args = (gamma, clip, eps, float(count[0]), ret, mean, var, o2)
+            count[0] += k.return_normalize(r2, t2, u2, no_mask, *args)
+            return o2[0]
+
+        return run
+
+    def cython_impl() -> Callable[[], np.ndarray]:
+        ret, mean, var, o2 = np.zeros(n_envs), np.zeros(1), np.ones(1), np.empty_like(r2)
+        sc = cy.ReturnScaler(ret, mean, var)
+        count = [0]
+
+        def run() -> np.ndarray:
+            count[0] += sc.step_f32(r2, t2, u2, None, o2, gamma, clip, eps, float(count[0]))
+            return o2[0]
+
+        return run
+
     def check(results: dict[str, Any]) -> None:
-        np.testing.assert_allclose(results["fastppo"], results["numpy (SB3)"], rtol=1e-6)
+        for label, res in results.items():
+            np.testing.assert_allclose(res, results["numpy (SB3)"], rtol=1e-6, err_msg=label)
 
     return Group(
         name=f"return normalizer step [{n_envs}] float32",
         baseline="numpy (SB3)",
         impls={
             "numpy (SB3)": sb3_step,
+            "numba serial": numba_impl(),
+            "cython": cython_impl(),
             "fastppo": lambda: rn.normalize(rewards, term, trunc, out=out),
         },
         check=check,
-        target="fastppo faster than the numpy step",
+        target="cython >= numba serial; fastppo faster than the numpy step",
     )
 
 
@@ -227,7 +260,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
         sizes = sizes + FULL_EXTRA
     out = [_update_group(s, dt) for s, dt in sizes]
     out.append(_normalize_group((8, 4), np.float32))
+    out.append(_return_norm_group(16))
     if not quick:
         out.append(_normalize_group((4096, 64), np.float32))
-        out.append(_return_norm_group(16))
     return out
