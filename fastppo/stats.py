@@ -7,16 +7,25 @@ Updates fold a batch in with Chan et al.'s pairwise merge, so any split of the
 data (or statistics merged from any split) gives ``np.mean``/``np.var`` of the
 whole to rounding.
 
-Which implementation runs an update (measured with ``fastppo bench --only rms``;
-see ``fastppo/_bench/suites/stats.py``): below 2**20 batch elements the Cython
-``Updater``; from there on the parallel Numba kernel. Per step (``[8, 4]``,
-``[16, 17]``) the call is most of the cost, and the Cython object, which holds
-the state's buffers and acquires only the batch's, enters C about 0.5 us
-sooner than a Numba dispatch types six arguments (0.9 vs 1.4 us at ``[8, 4]``).
-On ``[4096, 64]`` both run at the same speed (memory-bound two passes); the
-parallel kernel only pays off once a serial call takes about a millisecond.
-Cython and the Numba kernels run the same arithmetic in the same order, so the
-switch changes no number.
+Which implementation runs (measured with ``fastppo bench --only rms`` and
+``--only "return normalizer"``; see ``fastppo/_bench/suites/stats.py``):
+
+* below 2**20 elements, Cython (``fastppo._cy._stats``): ``Updater`` for
+  :meth:`RunningMeanStd.update` / ``normalize`` / ``denormalize`` and
+  ``ReturnScaler`` for :meth:`ReturnNormalizer.normalize`. Per step (``[8, 4]``,
+  ``[16, 17]`` observations, ``[16]`` rewards) the call is most of the cost;
+  the Cython objects hold the state's buffers and acquire only the batch's,
+  so they enter C sooner than a Numba dispatch types six to twelve arguments
+  (update ``[8, 4]``: 0.9 vs 1.4 us on an idle core). On ``[4096, 64]`` Cython
+  and serial Numba run at the same speed (memory-bound passes).
+* from 2**20 elements, the parallel Numba kernels: only there does a serial
+  call take long enough (about a millisecond) to repay a parallel region.
+
+Cython and the Numba kernels run the same arithmetic in the same order (the
+tests check the bits), so the switch changes no number. Validation stays in
+this module; per-step calls with plain native arrays take a fast path where
+the Cython buffer checks stand in for it, and anything they refuse goes
+through the full checks and their error messages.
 """
 
 from __future__ import annotations
