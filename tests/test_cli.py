@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from fastppo.cli import build_parser, main  # noqa: E402
-from fastppo.ppo.run import build_config, parse_overrides  # noqa: E402
+from fastppo.cli import build_parser, main
+from fastppo.ppo.run import build_config, parse_overrides
 
 
 def test_train_parses_with_only_the_env_id():
@@ -70,7 +70,8 @@ def test_train_eval_resume_end_to_end(tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "mean return" in text and "fastppo eval" in text
-    for name in ("checkpoint.npz", "checkpoint.json", "metrics.jsonl", "metrics.csv", "report.json"):
+    files = ("checkpoint.npz", "checkpoint.json", "metrics.jsonl", "metrics.csv", "report.json")
+    for name in files:
         assert (out / name).is_file(), name
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = json.loads((out / "report.json").read_text())
