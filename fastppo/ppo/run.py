@@ -129,7 +129,7 @@ class Progress:
         filled = int(frac * width)
         bar = "#" * filled + "-" * (width - filled)
         ret = "   n/a" if math.isnan(recent) else f"{recent:8.1f}"
-        eta = (self.total - step) / sps if sps > 0 else math.inf
+        eta = max(self.total - step, 0) / sps if sps > 0 else math.inf
         eta_s = f"{eta:5.0f}s" if math.isfinite(eta) else "    ?"
         line = (
             f"[{bar}] {step:>9d}/{self.total} steps  {sps:7.0f} SPS  "
