@@ -1,14 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Cython twin of ``fastppo.kernels.stats`` ``update_serial``, as a stateful object.
+"""Cython twins of ``fastppo.kernels.stats``, as stateful per-step objects.
 
-Per-step batches are tiny (``[8, 4]``, ``[16, 17]``): there the cost is the
-call itself. :class:`Updater` acquires the state's ``mean``/``var`` buffers
-once, at construction, so a step acquires only the batch's buffer and enters C
-faster than a Numba dispatcher types six arguments. The arithmetic is exactly
-the Numba kernel's (blocked corrected two-pass moments summed over super-rows,
-Chan merge in block order, the same variance-form merge into the state), so the
-two agree bit for bit.
+Per-step batches are tiny (``[8, 4]``, ``[16, 17]`` observations, ``[16]``
+rewards): there the cost is the call itself. :class:`Updater` (running
+moments, normalize/denormalize) and :class:`ReturnScaler` (VecNormalize's
+reward scaling) acquire the state's buffers once, at construction, so a step
+acquires only the batch's buffers and enters C sooner than a Numba dispatch
+types its arguments. The arithmetic is exactly the Numba kernels' (blocked
+corrected two-pass moments summed over super-rows, Chan merge in block order,
+the same variance-form merge into the state, the same affine map), so the two
+agree bit for bit; ``tests/test_stats.py`` checks it and ``bench/`` times both.
+
+Rebuild after editing: ``pip install -e .``.
 
 References: Chan, Golub & LeVeque (1983), "Algorithms for computing the sample
 variance: analysis and recommendations", The American Statistician 37(3).
