@@ -187,7 +187,7 @@ def check_finite(fn: str, name: str, a: np.ndarray) -> None:
         bad = np.argwhere(~np.isfinite(a))[0]
         idx = tuple(int(i) for i in bad)
         where = idx[0] if len(idx) == 1 else idx
-        fail(fn, name, "finite", f"{a[tuple(bad)]!r} at index {where}")
+        fail(fn, name, "finite", f"{a[tuple(bad)].item()!r} at index {where}")
 
 
 def check_out(fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

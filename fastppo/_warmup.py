@@ -12,6 +12,7 @@ _MODULES = (
     "fastppo.stats",
     "fastppo.sampling",
     "fastppo.codec",
+    "fastppo.ppo",
 )
 
 

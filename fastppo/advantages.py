@@ -160,7 +160,7 @@ class _Sweep:
             fn,
             name if name != "final_values" else "final_values (at truncated steps)",
             "finite",
-            f"{a[tuple(bad)]!r} at index {where}",
+            f"{a[tuple(bad)].item()!r} at index {where}",
         )
 
     def block(self) -> tuple[bool, int]:
