@@ -38,6 +38,7 @@ _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _U8 = np.dtype(np.uint8)
 _BOOL = np.dtype(np.bool_)
+_I8 = np.dtype(np.int8)
 _U64_END = 1 << 64
 _ENV_END = 1 << 32
 _MASK32 = 0xFFFFFFFF
@@ -109,14 +110,18 @@ def _logits2d(fn: str, name: str, x: Any) -> np.ndarray:
 
 
 def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A uint8 view of a bool/uint8/int8 mask of ``shape`` (nonzero = allowed)."""
     m = mask if type(mask) is np.ndarray else as_array(fn, "mask", mask)
-    if m.dtype != _BOOL and m.dtype != _U8:
-        fail(fn, "mask", "bool or uint8", f"dtype {m.dtype}", "use .astype(bool)", TypeError)
+    dt = m.dtype
+    if dt is not _U8 and dt != _U8:
+        if dt != _BOOL and dt != _I8:
+            fail(fn, "mask", "bool, uint8 or int8", f"dtype {dt}", "use .astype(bool)", TypeError)
+        m = m.view(np.uint8)  # same bytes, nonzero = allowed
     if m.shape != shape:
         fail(fn, "mask", f"shape {shape} like logits", f"shape {m.shape}")
     if not m.flags.c_contiguous:
         m = np.ascontiguousarray(m)
-    return m.view(np.uint8) if m.dtype == _BOOL else m
+    return m
 
 
 def _outs(
@@ -276,19 +281,33 @@ def sample_categorical(
     within 2 ulp (see :mod:`fastppo.kernels.sampling`); sums are float64.
     """
     fn = "sample_categorical"
-    x = _logits2d(fn, "logits", logits)
+    # The N = 1 actor loop pays this layer on every step: plain type/identity
+    # checks first, the general validators only when a fast check fails.
+    x = logits if type(logits) is np.ndarray else as_array(fn, "logits", logits)
+    dt = x.dtype
+    if dt is not _F32 and dt is not _F64:
+        x = _logits2d(fn, "logits", x)
+        dt = x.dtype
+    if x.ndim != 2 or not x.flags.c_contiguous:
+        x = _logits2d(fn, "logits", x)
     n, a = x.shape
     if a == 0:
         fail(fn, "logits", "[N, A] with A >= 1", f"shape {x.shape}")
-    m = None if mask is None else _mask2d(fn, mask, x.shape)
-    s = _u64(fn, "seed", seed)
-    c = _u64(fn, "counter", counter)
-    eo = (
-        env_offset
-        if type(env_offset) is int and 0 <= env_offset and env_offset + n <= _ENV_END
-        else _env_offset(fn, env_offset, n)
-    )
-    det = _flag(fn, "deterministic", deterministic)
+    m = None
+    if mask is not None:
+        m = mask
+        if type(m) is not np.ndarray or m.shape != x.shape or not m.flags.c_contiguous:
+            m = _mask2d(fn, mask, x.shape)
+        elif m.dtype is not _U8:
+            m = _mask2d(fn, m, x.shape)  # bool/int8 -> uint8 view, or a TypeError
+    if type(seed) is not int or not 0 <= seed < _U64_END:
+        seed = _u64(fn, "seed", seed)
+    if type(counter) is not int or not 0 <= counter < _U64_END:
+        counter = _u64(fn, "counter", counter)
+    if type(env_offset) is not int or env_offset < 0 or env_offset + n > _ENV_END:
+        env_offset = _env_offset(fn, env_offset, n)
+    if deterministic is not False and deterministic is not True:
+        deterministic = _flag(fn, "deterministic", deterministic)
     if out is None:
         act = np.empty(n, dtype=np.int64)
         logp = np.empty(n, dtype=np.float32)
@@ -296,28 +315,34 @@ def sample_categorical(
         act, logp = _outs(
             fn, out, ((n,), (n,)), (_I64, _F32), ("actions", "logp"), {"logits": x, "mask": m}
         )
-    offs = _offs1(a)
-    x, mk = _canon(x, m)
+    offs = _OFFS.get(a)
+    if offs is None:
+        offs = _offs1(a)
+    if x.flags.writeable and (m is None or m.flags.writeable):
+        xk, mk = x, (_NOMASK if m is None else m)
+    else:
+        xk, mk = _canon(x, m)
     kern = _k.categorical_parallel if n * a >= PARALLEL_MIN_LOGITS else _k.categorical_serial
+    f32 = dt is _F32 or dt == _F32
     st = kern(
-        x,
-        0 if x.dtype == _F32 else 1,
+        xk,
+        0 if f32 else 1,
         mk,
         m is not None,
         offs,
-        s & _MASK32,
-        s >> 32,
-        c & _MASK32,
-        c >> 32,
-        eo,
-        det,
+        seed & _MASK32,
+        seed >> 32,
+        counter & _MASK32,
+        counter >> 32,
+        env_offset,
+        deterministic,
         out is not None,
-        _P32 if x.dtype == _F32 else _P64,
+        _P32 if f32 else _P64,
         act,
         logp,
     )
     if st >= 0:
-        _bad_categorical(fn, x, m, offs, st, eo)
+        _bad_categorical(fn, x, m, offs, st, env_offset)
     return act, logp
 
 

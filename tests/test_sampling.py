@@ -470,7 +470,7 @@ def _cat(x: object = None, **kw: object) -> object:
         ({"x": np.zeros((3, 4), np.int64)}, TypeError, "logits must be float32 or float64"),
         ({"x": np.zeros(4, np.float32)}, ValueError, r"logits must be 2-D"),
         ({"x": np.zeros((3, 0), np.float32)}, ValueError, r"logits must be \[N, A\] with A >= 1"),
-        ({"mask": np.ones((3, 4), np.float32)}, TypeError, "mask must be bool or uint8"),
+        ({"mask": np.ones((3, 4), np.float32)}, TypeError, "mask must be bool, uint8 or int8"),
         ({"mask": np.ones((3, 5), bool)}, ValueError, r"mask must be shape \(3, 4\)"),
         ({"seed": -1}, ValueError, r"seed must be an int in \[0, 2\*\*64\)"),
         ({"seed": 2**64}, ValueError, "seed must be"),
