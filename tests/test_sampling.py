@@ -293,27 +293,35 @@ def test_serial_and_parallel_builds_are_bit_identical() -> None:
     np.testing.assert_array_equal(gouts[0][1], gouts[1][1])
 
 
-def test_public_parallel_path_equals_reference() -> None:
+def test_public_parallel_path_equals_serial_build_and_reference() -> None:
     n, a = S.PARALLEL_MIN_LOGITS // 8 + 3, 8  # above the threshold: the parallel build
     x = _logits(n, a, seed=5)
     m = _mask(n, a, seed=6)
     act, logp = S.sample_categorical(x, m, seed=8, counter=13)
-    ra, rl = R.sample_categorical(x, m, 8, 13)
-    np.testing.assert_array_equal(act, ra)
-    np.testing.assert_allclose(logp, rl, rtol=1e-6, atol=1e-6)
+    sa = np.empty(n, np.int64)
+    sl = np.empty(n, np.float32)
+    offs = np.array([0, a], np.int64)
+    K.categorical_serial(
+        x, 0, m.view(np.uint8), True, offs, 8, 0, 13, 0, 0, False, False, S._P32, sa, sl
+    )
+    np.testing.assert_array_equal(act, sa)
+    np.testing.assert_array_equal(logp, sl)
+    ra, rl = R.sample_categorical(x[:300], m[:300], 8, 13)
+    np.testing.assert_array_equal(act[:300], ra)
+    np.testing.assert_allclose(logp[:300], rl, rtol=1e-6, atol=1e-6)
 
 
 _THREAD_SCRIPT = """
-import json, numpy as np, numba
+import hashlib, json, numpy as np, numba
 from fastppo import sampling as S
-n = S.PARALLEL_MIN_LOGITS
+n = S.PARALLEL_MIN_LOGITS // 9 + 1  # large enough for the parallel builds
 x = (np.random.default_rng(0).standard_normal((n, 9)) * 2).astype(np.float32)
 m = np.random.default_rng(1).random((n, 9)) > 0.3
 m[:, 0] = True
 a, lp = S.sample_categorical(x, m, seed=99, counter=7)
 g, gl = S.sample_gaussian(x[:, :4], np.zeros(4, np.float32), seed=99, counter=7)
-print(json.dumps({"threads": numba.get_num_threads(), "a": a.tolist(), "lp": lp.tolist(),
-                  "g": g.ravel()[:4096].tolist(), "gl": gl.tolist()}))
+h = {k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in dict(a=a, lp=lp, g=g, gl=gl).items()}
+print(json.dumps({"threads": numba.get_num_threads(), "n": n, "a0": a[:50].tolist(), **h}))
 """
 
 
@@ -337,6 +345,12 @@ def test_same_actions_with_one_or_two_numba_threads() -> None:
     assert one["threads"] == 1 and two["threads"] == 2
     for key in ("a", "lp", "g", "gl"):
         assert one[key] == two[key], key
+    # and both equal this process's serial-build answer for the first rows
+    n = one["n"]
+    x = (np.random.default_rng(0).standard_normal((n, 9)) * 2).astype(np.float32)[:50]
+    m = np.random.default_rng(1).random((n, 9))[:50] > 0.3
+    m[:, 0] = True
+    assert one["a0"] == S.sample_categorical(x, m, seed=99, counter=7)[0].tolist()
 
 
 # ---------------------------------------------------------------- buffers and inputs
