@@ -227,7 +227,42 @@ def detection(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         be.shutdown()
     print(f"processes: SIGKILL seen after {', '.join(f'{x * 1e3:.0f} ms' for x in times)}")
-    return {"processes_sigkill_detect_s": times}
+    out: dict[str, Any] = {"processes_sigkill_detect_s": times}
+    if "ray" in args.backends:
+        out["ray_sigkill_detect_s"] = _ray_detection(cfg, env_fn, pfn, spec, pol)
+    return out
+
+
+def _ray_detection(cfg: Any, env_fn: Any, pfn: Any, spec: Any, pol: Any) -> list[float]:
+    import signal
+
+    import ray
+
+    from fastppo.actor_learner import encode_weights
+    from fastppo.actor_learner.actor import Failure
+    from fastppo.actor_learner.ray_backend import RayBackend
+
+    be = RayBackend(cfg, env_fn, pfn, spec)
+    times = []
+    try:
+        be.start(encode_weights(pol.params, 0), 0, 0, {0: 0})
+        for inc in range(3):
+            deadline = time.monotonic() + 120
+            got = False
+            while not got and time.monotonic() < deadline:
+                got = any(not isinstance(e, Failure) for e in be.poll(0.05))
+            pid = ray.get(be.slots[0].handle.pid.remote(), timeout=60)
+            os.kill(pid, signal.SIGKILL)
+            t = time.monotonic()
+            while time.monotonic() - t < 60:
+                if any(isinstance(e, Failure) for e in be.poll(cfg.failure_poll_s)):
+                    break
+            times.append(time.monotonic() - t)
+            be.restart(0, inc + 1, be.slots[0].requested)
+    finally:
+        be.shutdown()
+    print(f"ray: SIGKILL seen after {', '.join(f'{x * 1e3:.0f} ms' for x in times)}")
+    return times
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ GET_TIMEOUT_S = 60.0
 PG_TIMEOUT_S = 120.0
 IN_FLIGHT = 2
 PULL_EVERY = 64
+HEARTBEAT_S = 0.5
 
 
 def require_ray() -> Any:
@@ -174,6 +175,10 @@ class _Slot:
         self.probe: Any = None
         self.probe_since = 0.0
         self.probe_next = 0.0
+        # an actor the valve holds has no call in flight to fail: a heartbeat
+        # ping notices its death instead
+        self.beat: Any = None
+        self.beat_next = 0.0
 
 
 class RayBackend:
@@ -290,14 +295,35 @@ class RayBackend:
                 events.append(Failure(aid, s.incarnation, f"died: {type(e).__name__}"))
             s.probe = None
 
+    def _heartbeats(self, events: list[Chunk | Failure]) -> None:
+        ray = self.ray
+        now = time.monotonic()
+        for aid, s in self.slots.items():
+            if s.beat is not None:
+                ready, _ = ray.wait([s.beat], timeout=0)
+                if not ready:
+                    continue
+                beat, s.beat = s.beat, None
+                try:
+                    ray.get(beat, timeout=GET_TIMEOUT_S)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                    if not s.probe_since:
+                        events.append(Failure(aid, s.incarnation, f"died: {type(e).__name__}"))
+                    continue
+                s.beat_next = now + HEARTBEAT_S
+            elif not s.inflight and not s.probe_since and now >= s.beat_next:
+                s.beat = s.handle.node.remote()
+
     def poll(self, timeout: float) -> list[Chunk | Failure]:
         """Issue calls the valve allows, then collect finished ones."""
         ray = self.ray
         events: list[Chunk | Failure] = []
         self._probes(events)
+        self._heartbeats(events)
         self._issue()
         refs = [r for s in self.slots.values() for r in s.inflight]
         probes = [s.probe for s in self.slots.values() if s.probe is not None]
+        probes += [s.beat for s in self.slots.values() if s.beat is not None]
         if not refs:
             if probes:
                 ray.wait(probes, num_returns=1, timeout=timeout)
@@ -348,6 +374,7 @@ class RayBackend:
         self._forget(aid)
         s = self.slots[aid]
         s.incarnation, s.requested = incarnation, start_sent
+        s.beat = None
         s.probe_since = time.monotonic()
         s.probe_next = 0.0
 
