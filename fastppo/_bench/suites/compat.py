@@ -63,6 +63,7 @@ _INSTALL = {
     "tianshou": "pip install tianshou",
     "torchrl": "pip install torchrl",
     "rlax": "pip install rlax jax",
+    "jax": "pip install rlax jax",
 }
 
 
@@ -178,7 +179,7 @@ def _torch_loop(ro: Rollout) -> Callable[[], Any] | str:
 
 
 def _sb3(ro: Rollout) -> Callable[[], Any] | str:
-    if (why := _missing("torch", "stable_baselines3")) is not None:
+    if (why := _missing("stable_baselines3", "torch")) is not None:
         return why
     import gymnasium as gym
     import torch
@@ -213,7 +214,7 @@ class _TianshouBuffer:
 
 
 def _tianshou(ro: Rollout) -> Callable[[], Any] | str:
-    if (why := _missing("torch", "tianshou")) is not None:
+    if (why := _missing("tianshou", "torch")) is not None:
         return why
     from tianshou.algorithm.algorithm_base import Algorithm
     from tianshou.data import Batch
@@ -258,7 +259,7 @@ def _torchrl_inputs(ro: Rollout) -> dict[str, Any]:
 
 
 def _torchrl_gae(ro: Rollout, vec: bool) -> Callable[[], Any] | str:
-    if (why := _missing("torch", "torchrl")) is not None:
+    if (why := _missing("torchrl", "torch")) is not None:
         return why
     from torchrl.objectives.value import functional as F
 
@@ -307,7 +308,7 @@ def _fastppo_vtrace(ro: Rollout, truncations: bool = True) -> Callable[[], Any]:
 
 
 def _torchrl_vtrace(ro: Rollout) -> Callable[[], Any] | str:
-    if (why := _missing("torch", "torchrl")) is not None:
+    if (why := _missing("torchrl", "torch")) is not None:
         return why
     import torch
     from torchrl.objectives.value.functional import vtrace_advantage_estimate
@@ -326,7 +327,7 @@ def _torchrl_vtrace(ro: Rollout) -> Callable[[], Any] | str:
 
 
 def _rlax_vtrace(ro: Rollout) -> Callable[[], Any] | str:
-    if (why := _missing("rlax")) is not None:
+    if (why := _missing("rlax", "jax")) is not None:
         return why
     import jax
     import jax.numpy as jnp
