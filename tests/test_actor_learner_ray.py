@@ -84,3 +84,34 @@ def test_ray_actor_failure_is_restarted(local_ray: None, mode: str, tmp_path: Pa
         assert st.last_error.startswith("died: ")
     assert all(a.steps_consumed == 6 * 64 for a in rep.actors)
     assert _resources_back()
+
+
+def test_ray_death_of_an_idle_actor_is_seen(local_ray: None) -> None:
+    """An actor the valve holds has no call in flight; the heartbeat sees it die."""
+    import signal
+
+    from fastppo.actor_learner import encode_weights
+    from fastppo.actor_learner.actor import Chunk, Failure, spec_for
+    from fastppo.actor_learner.ray_backend import RayBackend
+
+    env = CountingEnv()
+    pol = linear_policy_fn(env.observation_space, env.action_space)
+    cfg = ActorLearnerConfig(num_actors=1, num_steps=16, total_env_steps=16).validate()
+    be = RayBackend(cfg, CountingEnv, linear_policy_fn, spec_for(env, pol))
+    try:
+        be.start(encode_weights(pol.params, 0), 0, 0, {0: 0})
+        got: list[object] = []
+        deadline = time.monotonic() + 120
+        while sum(e.n for e in got if isinstance(e, Chunk)) < cfg.lead_steps:
+            assert time.monotonic() < deadline
+            got += be.poll(0.05)
+        assert not be.slots[0].inflight  # the valve is closed: nothing in flight
+        os.kill(ray.get(be.slots[0].handle.pid.remote(), timeout=60), signal.SIGKILL)
+        failures: list[Failure] = []
+        deadline = time.monotonic() + 60
+        while not failures and time.monotonic() < deadline:
+            failures = [e for e in be.poll(0.05) if isinstance(e, Failure)]
+        assert failures and failures[0].reason.startswith("died: ")
+    finally:
+        be.shutdown()
+    assert _resources_back()
