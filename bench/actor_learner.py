@@ -89,13 +89,18 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
         # the synchronous baseline: the same rollout (n envs x n_steps), stepped in turn
         from fastppo.ppo.trainer import PPOTrainer
 
-        tr = PPOTrainer(env_fn, ppo.replace(n_envs=n, n_steps=n_steps, batch_size=256))
-        tr.learn(2 * n * n_steps)  # compile / warm up
-        t = time.perf_counter()
-        tr.learn((2 + updates) * n * n_steps)
-        dt = time.perf_counter() - t
-        rows.append({"impl": "PPOTrainer (sync)", "actors": n, "sps": updates * n * n_steps / dt})
-        tr.envs.close()
+        def sync_sps(n: int) -> float:
+            tr = PPOTrainer(env_fn, ppo.replace(n_envs=n, n_steps=n_steps, batch_size=256))
+            tr.learn(2 * n * n_steps)  # compile / warm up
+            t = time.perf_counter()
+            tr.learn((2 + updates) * n * n_steps)
+            dt = time.perf_counter() - t
+            tr.envs.close()
+            return updates * n * n_steps / dt
+
+        samples = [sync_sps(n) for _ in range(args.repeat)]
+        rows.append({"impl": "PPOTrainer (sync)", "actors": n, "sps": float(np.median(samples)),
+                     "samples": samples})  # fmt: skip
         print(_row(rows[-1]), flush=True)
         for backend in args.backends:
             cfg = ActorLearnerConfig(
@@ -104,13 +109,16 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
                 total_env_steps=(2 + updates) * n * n_steps,
                 seed=0,
             )
-            _, rep = run(env_fn, cfg, ppo, backend=backend)
+            reps = [run(env_fn, cfg, ppo, backend=backend)[1] for _ in range(args.repeat)]
+            samples = [r.steady_sps(skip=2) for r in reps]
             rows.append(
                 {
                     "impl": f"actor_learner[{backend}]",
                     "actors": n,
-                    "sps": rep.steady_sps(skip=2),
-                    "lag": rep.lag_stats(),
+                    "sps": float(np.median(samples)),
+                    "samples": samples,
+                    "lag": reps[-1].lag_stats(),
+                    "restarts": sum(r.actor_restarts for r in reps),
                 }
             )
             print(_row(rows[-1]), flush=True)
@@ -125,7 +133,8 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
 def _row(r: dict[str, Any]) -> str:
     lag = r.get("lag")
     extra = f"  lag mean {lag['mean']:.2f} max {lag['max']:.0f}" if lag else ""
-    return f"{r['impl']:<28} actors={r['actors']}  {r['sps']:9.0f} steps/s{extra}"
+    spread = " ".join(f"{x:.0f}" for x in r.get("samples", []))
+    return f"{r['impl']:<28} actors={r['actors']}  {r['sps']:9.0f} steps/s  [{spread}]{extra}"
 
 
 # ------------------------------------------------------------------ cartpole
@@ -270,6 +279,7 @@ def main() -> None:
     p.add_argument("--only", choices=["throughput", "cartpole", "detection"], default=None)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cost-us", type=float, default=300.0)
+    p.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
     p.add_argument("--backends", nargs="+", default=["threads", "processes", "ray"])
     p.add_argument("--cartpole-backend", default="processes")
     p.add_argument("--cartpole-steps", type=int, default=150_000)

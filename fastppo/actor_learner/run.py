@@ -64,6 +64,8 @@ def run(
         must pickle for ``processes`` and ``ray``.
     address : str, optional
         Ray cluster to join; overrides ``config.ray_address``.
+    _update_fn, _batch_fn : callable, optional
+        Test hooks replacing ``ppo_update`` and ``RolloutBatch`` (not public API).
 
     Returns
     -------
