@@ -8,13 +8,14 @@ import numpy as np
 from fastppo._jit import PARALLEL_MIN_ELEMENTS, kernel_pair
 
 
-# x - x is 0 for finite x and NaN for NaN or +-inf. OR-ing the comparisons is
-# an integer reduction, which LLVM vectorises without fastmath.
+# x - x is 0 for finite x and NaN for NaN or +-inf. Counting the comparisons is
+# an integer reduction, which LLVM vectorises without fastmath (and a sum is a
+# reduction parfors supports; |= on booleans is not).
 @kernel_pair
 def _all_finite(x):  # pragma: no cover - compiled
     bad = 0
     for i in numba.prange(x.shape[0]):
-        bad |= (x[i] - x[i]) != 0
+        bad += np.int64((x[i] - x[i]) != 0)
     return bad == 0
 
 

@@ -1,0 +1,55 @@
+"""The shared validation helpers: finiteness (serial and parallel builds) and the error format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fastppo import _checks as C
+from fastppo._jit import PARALLEL_MIN_ELEMENTS
+from fastppo.kernels.checks import all_finite_1d
+
+
+@pytest.mark.parametrize("n", [1, 100, PARALLEL_MIN_ELEMENTS + 3])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_all_finite_serial_and_parallel(n, dt, bad):
+    x = np.linspace(-1e30, 1e30, n).astype(dt)
+    assert all_finite_1d(x)
+    x[n // 2] = bad
+    assert not all_finite_1d(x)
+
+
+def test_check_finite_message_names_index_and_value():
+    x = np.zeros((3, 4))
+    x[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"^f: x must be finite, got inf at index \(2, 1\)$"):
+        C.check_finite("f", "x", x)
+
+
+def test_check_range_messages():
+    assert C.check_range("f", "g", 0.5, 0.0, 1.0) == 0.5
+    assert C.check_range("f", "g", 1, 0.0, 1.0) == 1.0
+    with pytest.raises(ValueError, match=r"^f: g must be in \[0, 1\], got 1.5$"):
+        C.check_range("f", "g", 1.5, 0.0, 1.0)
+    with pytest.raises(ValueError, match=r"^f: g must be in \(0, inf\], got 0.0$"):
+        C.check_positive("f", "g", 0.0)
+    with pytest.raises(TypeError, match=r"^f: g must be a real number, got True$"):
+        C.check_range("f", "g", True, 0.0, 1.0)
+
+
+def test_cuda_like_tensor_is_refused():
+    class Dev:
+        type = "cuda"
+
+        def __str__(self):
+            return "cuda:0"
+
+    class FakeTensor:
+        device = Dev()
+
+    FakeTensor.__module__ = "torch"
+    with pytest.raises(
+        TypeError, match="f: x must be a CPU tensor or array, got a tensor on device"
+    ):
+        C.as_array("f", "x", FakeTensor())
