@@ -18,10 +18,9 @@ A bare ``numba.njit`` anywhere else in the package is a defect.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
-
-import types
 
 import numba
 
