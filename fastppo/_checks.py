@@ -23,8 +23,17 @@ from fastppo.kernels.checks import all_finite_1d
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAG_KINDS = "bu"  # bool, unsigned ints (uint8); floats are checked separately
 _DLPACK_CPU = 1  # DLDeviceType kDLCPU
-_DLPACK_DEVICES = {2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm",
-                   11: "rocm_host", 13: "cuda_managed", 14: "oneapi"}
+_DLPACK_DEVICES = {
+    2: "cuda",
+    3: "cuda_host",
+    4: "opencl",
+    7: "vulkan",
+    8: "metal",
+    10: "rocm",
+    11: "rocm_host",
+    13: "cuda_managed",
+    14: "oneapi",
+}
 
 
 def fail(
