@@ -28,6 +28,8 @@ as easy as 1, 2, 3", SC11 (2011), doi:10.1145/2063384.2063405.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fastppo._jit import inline, kernel
@@ -136,3 +138,138 @@ def env_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: 
                 out[i, k] = uniform53(w0, w1)
             else:
                 out[i, k] = uniform53(w2, w3)
+
+
+# --------------------------------------------------------------------------
+# Standard normals by Box-Muller, with log and sin/cos written out in plain
+# float64 arithmetic: C-library calls do not vectorise, these loops do (about
+# 4x faster per normal), and numpy reproduces every operation bit for bit.
+
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 split so that e * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_SQRT2 = 1.4142135623730951
+_EXP_MASK = np.int64(0x000FFFFFFFFFFFFF)
+_ONE_BITS = np.int64(0x3FF0000000000000)
+_PI_2 = 1.5707963267948966
+# 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...): Taylor to s^23 (|s| <= 0.1716)
+_L = tuple(1.0 / k for k in range(23, 2, -2))  # 1/23, 1/21, ..., 1/3
+# sin / cos Taylor coefficients to phi^15 / phi^16 (|phi| <= pi/4)
+_SIN = (
+    -1.0 / 6,
+    1.0 / 120,
+    -1.0 / 5040,
+    1.0 / 362880,
+    -1.0 / 39916800,
+    1.0 / 6227020800,
+    -1.0 / 1307674368000,
+)
+_COS = (
+    -1.0 / 2,
+    1.0 / 24,
+    -1.0 / 720,
+    1.0 / 40320,
+    -1.0 / 3628800,
+    1.0 / 479001600,
+    -1.0 / 87178291200,
+    1.0 / 20922789888000,
+)
+_L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7, _L8, _L9, _L10 = _L
+_SN0, _SN1, _SN2, _SN3, _SN4, _SN5, _SN6 = _SIN
+_CS0, _CS1, _CS2, _CS3, _CS4, _CS5, _CS6, _CS7 = _COS
+
+
+@inline
+def log_unit(x):  # pragma: no cover - compiled
+    """Natural log of a normal double ``x > 0``, within ~2 ulp, branch-free.
+
+    ``x = m 2**e`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` from the bits;
+    ``log m = 2 atanh(s)``, ``s = (m - 1) / (m + 1)``, by its Taylor series;
+    ``log x = e ln2_hi + (e ln2_lo + log m)``.
+    """
+    b = np.float64(x).view(np.int64)
+    e = (b >> 52) - 1023
+    m = np.int64((b & _EXP_MASK) | _ONE_BITS).view(np.float64)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    e = e + 1 if big else e
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    p = _L0
+    p = p * s2 + _L1
+    p = p * s2 + _L2
+    p = p * s2 + _L3
+    p = p * s2 + _L4
+    p = p * s2 + _L5
+    p = p * s2 + _L6
+    p = p * s2 + _L7
+    p = p * s2 + _L8
+    p = p * s2 + _L9
+    p = p * s2 + _L10
+    lm = 2.0 * s + 2.0 * s * s2 * p
+    fe = np.float64(e)
+    return fe * _LN2_HI + (fe * _LN2_LO + lm)
+
+
+@inline
+def sincos2pi(u):  # pragma: no cover - compiled
+    """``(cos 2 pi u, sin 2 pi u)`` for ``u`` in [0, 1), within ~2 ulp, branch-free.
+
+    ``4u = q + f`` with ``q`` the nearest integer (exact), ``phi = f pi/2`` in
+    ``[-pi/4, pi/4]``, Taylor polynomials for ``sin phi`` and ``cos phi``,
+    then the quadrant ``q mod 4`` rotates them.
+    """
+    v = 4.0 * u
+    q = math.floor(v + 0.5)
+    f = v - q
+    phi = f * _PI_2
+    p2 = phi * phi
+    sp = _SN6
+    sp = sp * p2 + _SN5
+    sp = sp * p2 + _SN4
+    sp = sp * p2 + _SN3
+    sp = sp * p2 + _SN2
+    sp = sp * p2 + _SN1
+    sp = sp * p2 + _SN0
+    sn = phi + phi * p2 * sp
+    cp = _CS7
+    cp = cp * p2 + _CS6
+    cp = cp * p2 + _CS5
+    cp = cp * p2 + _CS4
+    cp = cp * p2 + _CS3
+    cp = cp * p2 + _CS2
+    cp = cp * p2 + _CS1
+    cp = cp * p2 + _CS0
+    cs = 1.0 + p2 * cp
+    qi = np.int64(q) & 3
+    c = cs if qi == 0 else (-sn if qi == 1 else (-cs if qi == 2 else sn))
+    s = sn if qi == 0 else (cs if qi == 1 else (-sn if qi == 2 else -cs))
+    return c, s
+
+
+@inline
+def box_muller(u0, u1):  # pragma: no cover - compiled
+    """Two independent standard normals from two uniforms in [0, 1).
+
+    ``r = sqrt(-2 log(1 - u0))`` (``1 - u0 >= 2**-53``, so finite and at most
+    8.6), ``(r cos 2 pi u1, r sin 2 pi u1)``. Box & Muller, Ann. Math.
+    Statist. 29 (1958) 610-611.
+    """
+    r = math.sqrt(-2.0 * log_unit(1.0 - u0))
+    c, s = sincos2pi(u1)
+    return r * c, r * s
+
+
+@kernel
+def env_normals(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: no cover
+    """``out[i, k]`` = normal ``k`` of env ``env_offset + i`` (float64 [N, K]).
+
+    Normal ``2b`` / ``2b + 1`` is the cosine / sine of Box-Muller on block
+    ``b``'s two uniforms.
+    """
+    for i in range(out.shape[0]):
+        for b in range((out.shape[1] + 1) // 2):
+            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i, b)
+            z0, z1 = box_muller(uniform53(w0, w1), uniform53(w2, w3))
+            out[i, 2 * b] = z0
+            if 2 * b + 1 < out.shape[1]:
+                out[i, 2 * b + 1] = z1

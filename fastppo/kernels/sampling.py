@@ -1,13 +1,17 @@
 """Batched action sampling kernels: categorical (plain, masked, multi) and Gaussian.
 
-Every kernel makes two passes over the envs. The first only validates (NaN or
-+inf logits, rows with no allowed action, non-finite Gaussian parameters) and
-returns the first bad env index, so the public layer can raise before a single
-output element is written; the second samples. Both passes run over chunks of
-``CHUNK`` rows, ``prange`` over chunks in the parallel build: rows are
-independent and each draws from its own counter-based stream
+Kernels return -1 or the first bad env index (NaN or +inf logits, rows with no
+allowed action, non-finite Gaussian parameters), and the public layer raises
+naming it. When the caller supplied ``out=`` buffers a validation pass runs
+first, so nothing is written on error; with fresh outputs the same checks ride
+along the sampling pass (the partial outputs are dropped). Work runs over
+chunks of ``CHUNK`` rows, ``prange`` over chunks in the parallel build: rows
+are independent and each draws from its own counter-based stream
 (:mod:`fastppo.kernels.rng`), so results are bit-identical whatever the thread
-count, the chunking or the split of a batch into slices.
+count, the chunking or the split of a batch into slices. A chunk's uniforms
+are generated first, envs in the inner loop, so Philox vectorises; a
+single-dimension chunk is decoded, masked, checked and exponentiated in flat
+loops over its contiguous ``rows x A`` logits.
 
 Inputs arrive in their storage type: float32/float64 arrays, or uint16 bit
 patterns of float16/bfloat16 (``kind``), so the byte-buffer samplers decode in
@@ -47,7 +51,7 @@ import numpy as np
 
 from fastppo._jit import inline, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
-from fastppo.kernels.rng import env_block, uniform53
+from fastppo.kernels.rng import box_muller, env_block, uniform53
 
 # Storage kinds of the logits / parameters.
 KIND_F32 = 0
@@ -77,7 +81,6 @@ _LO = _f32(-87.0)
 _I127 = np.int32(127)
 _I23 = np.int32(23)
 
-_TWO_PI = 2.0 * math.pi
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG2 = math.log(2.0)
 
@@ -427,15 +430,15 @@ categorical_serial, categorical_parallel = categorical
 
 @inline
 def _gaussian_row_ok(pm, pl, i, il, kind, mcol, lcol, a_dim, r):  # pragma: no cover
+    """False if row ``i``'s mean or log-std holds a NaN or +-inf (branch-free OR)."""
     load_row(pm, i, kind, mcol, a_dim, r)
+    bad = False
     for j in range(a_dim):
-        if not math.isfinite(r[j]):
-            return False
+        bad |= not (abs(r[j]) < np.inf)
     load_row(pl, il, kind, lcol, a_dim, r)
     for j in range(a_dim):
-        if not math.isfinite(r[j]):
-            return False
-    return True
+        bad |= not (abs(r[j]) < np.inf)
+    return not bad
 
 
 @inline
@@ -488,27 +491,41 @@ def gaussian(
     first = _first_bad(bad)
     if first >= 0:
         return first
+    n_pair = (a_dim + 1) // 2
+    n_uni = 0 if deterministic else 2 * n_pair
     for c in numba.prange(n_chunks):
         mu = np.empty(a_dim, dtype=np.float64)
         ls = np.empty(a_dim, dtype=np.float64)
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            load_row(pm, i, kind, mcol, a_dim, mu)
-            load_row(pl, 0 if shared_std else i, kind, lcol, a_dim, ls)
-            env = env_offset + i
-            total = 0.0
-            z0 = 0.0
-            z1 = 0.0
+        sd = np.empty(a_dim, dtype=np.float64)
+        uu = np.zeros(CHUNK * 2 * n_pair, dtype=np.float64)
+        z = np.zeros(CHUNK * 2 * n_pair, dtype=np.float64)
+        i0 = c * CHUNK
+        rows = min(n, i0 + CHUNK) - i0
+        # uniforms, then normals, for the whole chunk with envs innermost:
+        # Philox and Box-Muller (plain arithmetic, no libm) both vectorise.
+        chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, uu)
+        if not deterministic:
+            for k in range(n_pair * CHUNK):
+                b = k // CHUNK
+                r = k - b * CHUNK
+                z0, z1 = box_muller(uu[2 * b * CHUNK + r], uu[(2 * b + 1) * CHUNK + r])
+                z[2 * b * CHUNK + r] = z0
+                z[(2 * b + 1) * CHUNK + r] = z1
+        if shared_std:  # a state-independent std: one exp per dimension per chunk
+            load_row(pl, 0, kind, lcol, a_dim, ls)
             for j in range(a_dim):
-                if j % 2 == 0 and not deterministic:
-                    w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env, j // 2)
-                    u0 = uniform53(w0, w1)
-                    u1 = uniform53(w2, w3)
-                    rad = math.sqrt(-2.0 * math.log(1.0 - u0))
-                    z0 = rad * math.cos(_TWO_PI * u1)
-                    z1 = rad * math.sin(_TWO_PI * u1)
-                z = z0 if j % 2 == 0 else z1
-                u = mu[j] + math.exp(ls[j]) * z
-                lp = -0.5 * z * z - ls[j] - _HALF_LOG_2PI
+                sd[j] = math.exp(ls[j])
+        for i in range(i0, i0 + rows):
+            load_row(pm, i, kind, mcol, a_dim, mu)
+            if not shared_std:
+                load_row(pl, i, kind, lcol, a_dim, ls)
+                for j in range(a_dim):
+                    sd[j] = math.exp(ls[j])
+            total = 0.0
+            for j in range(a_dim):
+                zj = z[j * CHUNK + i - i0]
+                u = mu[j] + sd[j] * zj
+                lp = -0.5 * zj * zj - ls[j] - _HALF_LOG_2PI
                 if squash:
                     lp -= 2.0 * (_LOG2 - u - _softplus(-2.0 * u))
                     u = math.tanh(u)

@@ -80,25 +80,89 @@ def env_uniforms(seed: int, counter: int, n_envs: int, k: int, env_offset: int =
     return out
 
 
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+_L = [1.0 / k for k in range(23, 2, -2)]
+_S = [
+    -1.0 / 6,
+    1.0 / 120,
+    -1.0 / 5040,
+    1.0 / 362880,
+    -1.0 / 39916800,
+    1.0 / 6227020800,
+    -1.0 / 1307674368000,
+]
+_C = [
+    -1.0 / 2,
+    1.0 / 24,
+    -1.0 / 720,
+    1.0 / 40320,
+    -1.0 / 3628800,
+    1.0 / 479001600,
+    -1.0 / 87178291200,
+    1.0 / 20922789888000,
+]
+
+
+def log_unit(x: np.ndarray) -> np.ndarray:
+    """The kernels' float64 log: ``log(m 2**e) = e ln2 + 2 atanh((m-1)/(m+1))``.
+
+    ``m`` in ``[sqrt(1/2), sqrt(2))``; the atanh series to ``s**23``. Same
+    operations, same order as :func:`fastppo.kernels.rng.log_unit`.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    b = x.view(np.int64)
+    e = (b >> 52) - 1023
+    m = ((b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    big = m > 1.4142135623730951
+    m = np.where(big, m * 0.5, m)
+    e = np.where(big, e + 1, e)
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    p = np.full_like(s, _L[0])
+    for c in _L[1:]:
+        p = p * s2 + c
+    lm = 2.0 * s + 2.0 * s * s2 * p
+    fe = e.astype(np.float64)
+    return fe * LN2_HI + (fe * LN2_LO + lm)
+
+
+def sincos2pi(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cos 2 pi u, sin 2 pi u)`` as the kernels compute them (quadrant + Taylor)."""
+    v = 4.0 * np.asarray(u, dtype=np.float64)
+    q = np.floor(v + 0.5)
+    phi = (v - q) * 1.5707963267948966
+    p2 = phi * phi
+    sp = np.full_like(p2, _S[-1])
+    for c in reversed(_S[:-1]):
+        sp = sp * p2 + c
+    sn = phi + phi * p2 * sp
+    cp = np.full_like(p2, _C[-1])
+    for c in reversed(_C[:-1]):
+        cp = cp * p2 + c
+    cs = 1.0 + p2 * cp
+    qi = q.astype(np.int64) & 3
+    cos = np.select([qi == 0, qi == 1, qi == 2], [cs, -sn, -cs], sn)
+    sin = np.select([qi == 0, qi == 1, qi == 2], [sn, cs, -sn], -cs)
+    return cos, sin
+
+
 def env_normals(seed: int, counter: int, n_envs: int, k: int, env_offset: int = 0) -> np.ndarray:
     """Standard normals 0..k-1 of each env by Box-Muller: float64 [n_envs, k].
 
     Pair ``b`` uses uniforms ``(2b, 2b+1)`` (both from block ``b``):
     ``r = sqrt(-2 log(1 - u0))``, ``z_2b = r cos(2 pi u1)``,
-    ``z_2b+1 = r sin(2 pi u1)``. ``1 - u0`` lies in ``[2**-53, 1]``, so the
-    log is finite. Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
+    ``z_2b+1 = r sin(2 pi u1)``, with the log and sin/cos of
+    :func:`log_unit` and :func:`sincos2pi`. ``1 - u0`` lies in
+    ``[2**-53, 1]``, so the log is finite. Box & Muller, Ann. Math. Statist.
+    29 (1958) 610-611.
     """
-    import math
-
-    u = env_uniforms(seed, counter, n_envs, 2 * ((k + 1) // 2), env_offset)
-    out = np.empty((n_envs, k), dtype=np.float64)
-    for i in range(n_envs):
-        for j in range(k):
-            u0 = float(u[i, 2 * (j // 2)])
-            u1 = float(u[i, 2 * (j // 2) + 1])
-            r = math.sqrt(-2.0 * math.log(1.0 - u0))
-            # math.* is the C library, like the compiled kernel's calls.
-            out[i, j] = r * (
-                math.cos(2.0 * math.pi * u1) if j % 2 == 0 else math.sin(2.0 * math.pi * u1)
-            )
-    return out
+    npair = (k + 1) // 2
+    u = env_uniforms(seed, counter, n_envs, 2 * npair, env_offset)
+    out = np.empty((n_envs, 2 * npair), dtype=np.float64)
+    for b in range(npair):
+        r = np.sqrt(-2.0 * log_unit(1.0 - u[:, 2 * b]))
+        c, s = sincos2pi(u[:, 2 * b + 1])
+        out[:, 2 * b] = r * c
+        out[:, 2 * b + 1] = r * s
+    return out[:, :k]

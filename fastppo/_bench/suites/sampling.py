@@ -143,8 +143,13 @@ def _categorical_group(n: int, a: int, torch: Any, per_call: bool) -> Group:
     counter = iter(range(1 << 62))
     impls: dict[str, Any] = {
         "numpy vectorised": partial(numpy_categorical, logits, mask, gen),
-        "fastppo": lambda: fastppo.sample_categorical(
-            logits, mask, seed=0, counter=next(counter), out=(act, logp)
+        # fresh outputs for one env (an actor's step); out= buffers for a batch
+        "fastppo": (
+            (lambda: fastppo.sample_categorical(logits, mask, seed=0, counter=next(counter)))
+            if per_call
+            else lambda: fastppo.sample_categorical(
+                logits, mask, seed=0, counter=next(counter), out=(act, logp)
+            )
         ),
         "torch": TORCH_MISSING,
     }
