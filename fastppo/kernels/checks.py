@@ -15,7 +15,7 @@ from fastppo._jit import PARALLEL_MIN_ELEMENTS, kernel_pair
 def _all_finite(x):  # pragma: no cover - compiled
     bad = 0
     for i in numba.prange(x.shape[0]):
-        bad += np.int64((x[i] - x[i]) != 0)
+        bad += int((x[i] - x[i]) != 0)
     return bad == 0
 
 
