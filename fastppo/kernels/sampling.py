@@ -501,16 +501,17 @@ def gaussian(
         z = np.zeros(CHUNK * 2 * n_pair, dtype=np.float64)
         i0 = c * CHUNK
         rows = min(n, i0 + CHUNK) - i0
-        # uniforms, then normals, for the whole chunk with envs innermost:
-        # Philox and Box-Muller (plain arithmetic, no libm) both vectorise.
+        # uniforms, then normals, for the whole chunk with envs innermost, so
+        # the loops are free to vectorise; Box-Muller is plain arithmetic (no
+        # libm calls), about 1.5x faster than math.log/cos/sin even scalar.
         chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, uu)
         if not deterministic:
             for k in range(n_pair * CHUNK):
                 b = k // CHUNK
-                r = k - b * CHUNK
-                z0, z1 = box_muller(uu[2 * b * CHUNK + r], uu[(2 * b + 1) * CHUNK + r])
-                z[2 * b * CHUNK + r] = z0
-                z[(2 * b + 1) * CHUNK + r] = z1
+                kr = k - b * CHUNK
+                z0, z1 = box_muller(uu[2 * b * CHUNK + kr], uu[(2 * b + 1) * CHUNK + kr])
+                z[2 * b * CHUNK + kr] = z0
+                z[(2 * b + 1) * CHUNK + kr] = z1
         if shared_std:  # a state-independent std: one exp per dimension per chunk
             load_row(pl, 0, kind, lcol, a_dim, ls)
             for j in range(a_dim):

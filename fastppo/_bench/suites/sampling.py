@@ -22,6 +22,7 @@ bit for bit.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -81,7 +82,7 @@ def _torch_gaussian(torch: Any, mean: Any, log_std: Any) -> tuple[np.ndarray, np
     return a.numpy(), d.log_prob(a).sum(-1).numpy()
 
 
-def _check_categorical(logits: np.ndarray, mask: np.ndarray):  # type: ignore[no-untyped-def]
+def _check_categorical(logits: np.ndarray, mask: np.ndarray) -> Callable[[dict[str, Any]], None]:
     x = np.where(mask, logits.astype(np.float64), -np.inf)
     m = x.max(axis=1, keepdims=True)
     logsm = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
@@ -104,7 +105,7 @@ def _check_categorical(logits: np.ndarray, mask: np.ndarray):  # type: ignore[no
     return check
 
 
-def _check_gaussian(mean: np.ndarray, log_std: np.ndarray):  # type: ignore[no-untyped-def]
+def _check_gaussian(mean: np.ndarray, log_std: np.ndarray) -> Callable[[dict[str, Any]], None]:
     def check(results: dict[str, Any]) -> None:
         for label, (act, logp) in results.items():
             act = np.asarray(act, np.float64)
