@@ -220,17 +220,13 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
 
 
 @inline
-def _chunk_flat(
-    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
-):  # pragma: no cover
-    """One chunk of single-dimension categorical rows, in flat passes.
+def _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M):  # pragma: no cover
+    """Decode, mask and check one chunk of single-dimension rows; row maxima into ``M``.
 
-    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so
-    decoding, masking, the NaN/+inf check and the ``exp`` run as flat loops
-    over ``rows * width`` values that LLVM vectorises without a per-row
-    remainder; only the max, the sum and the inverse-CDF scan go row by row.
-    Same arithmetic, in the same order, as :func:`_sample_segment`. Returns
-    -1, or the first bad row (nothing of that row or later is written).
+    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so the
+    decode, the mask and the NaN/+inf check run as flat loops over ``rows *
+    width`` values that LLVM vectorises without a per-row remainder. Returns
+    how many leading rows are valid (``rows`` when all are).
     """
     base = i0 * width
     cnt = rows * width
@@ -277,6 +273,23 @@ def _chunk_flat(
             n_ok = i
             break
         M[i] = m
+    return n_ok
+
+
+@inline
+def _chunk_flat(
+    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
+):  # pragma: no cover
+    """One chunk of single-dimension categorical rows, in flat passes.
+
+    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so
+    decoding, masking, the NaN/+inf check and the ``exp`` run as flat loops
+    over ``rows * width`` values that LLVM vectorises without a per-row
+    remainder; only the max, the sum and the inverse-CDF scan go row by row.
+    Same arithmetic, in the same order, as :func:`_sample_segment`. Returns
+    -1, or the first bad row (nothing of that row or later is written).
+    """
+    n_ok = _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M)
     for i in range(n_ok):
         o = i * width
         m = M[i]
@@ -362,7 +375,21 @@ def categorical(
     n_dim = offs.shape[0] - 1
     n_chunks = (n + CHUNK - 1) // CHUNK
     bad = np.full(n_chunks, -1, dtype=np.int64)
-    if prevalidate:
+    if prevalidate and n_dim == 1:
+        xf = x.reshape(n * width)
+        mf = mask.reshape(mask.shape[0] * mask.shape[1])
+        for c in numba.prange(n_chunks):
+            R = np.empty(CHUNK * width, dtype=proto.dtype)
+            M = np.empty(CHUNK, dtype=proto.dtype)
+            i0 = c * CHUNK
+            rows = min(n, i0 + CHUNK) - i0
+            n_ok = _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M)
+            if n_ok < rows:
+                bad[c] = i0 + n_ok
+        first = _first_bad(bad)
+        if first >= 0:
+            return first
+    elif prevalidate:
         for c in numba.prange(n_chunks):
             r = np.empty(width, dtype=proto.dtype)
             for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
