@@ -381,6 +381,11 @@ def test_nothing_written_to_out_when_a_row_is_bad() -> None:
     with pytest.raises(ValueError, match="env 299"):
         S.sample_categorical(x, seed=1, counter=1, out=(act, lp))
     assert np.all(act == -7) and np.all(lp == 9.0)
+    m = np.ones((300, 4), bool)
+    m[298] = False  # no allowed action in the second-to-last row
+    with pytest.raises(ValueError, match="env 298"):
+        S.sample_categorical(_logits(300, 4), m, seed=1, counter=1, out=(act, lp))
+    assert np.all(act == -7) and np.all(lp == 9.0)
     mean = _logits(300, 2)
     mean[299, 1] = np.inf
     ga = np.full((300, 2), 5.0, np.float32)
