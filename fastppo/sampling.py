@@ -120,7 +120,7 @@ def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
     if dt is not _U8 and dt != _U8:
         if dt != _BOOL and dt != _I8:
             fail(fn, "mask", "bool, uint8 or int8", f"dtype {dt}", "use .astype(bool)", TypeError)
-        m = m.view(np.uint8)  # same bytes, nonzero = allowed
+        m = m.view(_U8)  # same bytes, nonzero = allowed
     if m.shape != shape:
         fail(fn, "mask", f"shape {shape} like logits", f"shape {m.shape}")
     if not m.flags.c_contiguous:
@@ -302,8 +302,10 @@ def sample_categorical(
         m = mask
         if type(m) is not np.ndarray or m.shape != x.shape or not m.flags.c_contiguous:
             m = _mask2d(fn, mask, x.shape)
+        elif m.dtype is _BOOL:
+            m = m.view(_U8)  # same bytes, nonzero = allowed
         elif m.dtype is not _U8:
-            m = _mask2d(fn, m, x.shape)  # bool/int8 -> uint8 view, or a TypeError
+            m = _mask2d(fn, m, x.shape)  # int8 -> uint8 view, or a TypeError
     if type(seed) is not int or not 0 <= seed < _U64_END:
         seed = _u64(fn, "seed", seed)
     if type(counter) is not int or not 0 <= counter < _U64_END:
