@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,3 +27,22 @@ def test_quick_start_has_exactly_two_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert _quick_start_commands()[1] in ci
+
+
+def _python_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_readme_has_usage_for_every_public_function():
+    import fastppo
+
+    text = (ROOT / "README.md").read_text()
+    for name in fastppo._EXPORTS:
+        assert name in text, f"README has no usage for fastppo.{name}"
+
+
+@pytest.mark.parametrize("i", range(len(_python_blocks())))
+def test_readme_python_blocks_run(i, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_python_blocks()[i], f"README.md block {i}", "exec"), {"__name__": "readme"})
