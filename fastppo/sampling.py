@@ -420,7 +420,11 @@ def sample_multi_categorical(
             fn, out, ((n, d), (n,)), (_I64, _F32), ("actions", "logp"), {"logits": x, "mask": m}
         )
     x, mk = _canon(x, m)
-    kern = _k.categorical_parallel if n * w >= PARALLEL_MIN_LOGITS else _k.categorical_serial
+    kern = (
+        _k.multi_categorical_parallel
+        if n * w >= PARALLEL_MIN_LOGITS
+        else _k.multi_categorical_serial
+    )
     st = kern(
         x,
         0 if x.dtype == _F32 else 1,

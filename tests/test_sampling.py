@@ -276,7 +276,7 @@ def test_serial_and_parallel_builds_are_bit_identical() -> None:
     m = m.view(np.uint8)
     offs = np.array([0, 4, a], dtype=np.int64)
     outs = []
-    for kern in K.categorical:
+    for kern in K.multi_categorical:
         act = np.empty(n * 2, np.int64)
         lp = np.empty(n, np.float32)
         assert kern(x, 0, m, True, offs, 1, 2, 3, 4, 5, False, True, S._P32, act, lp) == -1
