@@ -32,11 +32,6 @@ __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
 
 ArrayLike = Any
 
-_DUMMY_FLAGS = np.zeros((1, 1), np.uint8)
-_DUMMY_FLOAT: dict[np.dtype, np.ndarray] = {
-    np.dtype(np.float32): np.zeros((1, 1), np.float32),
-    np.dtype(np.float64): np.zeros((1, 1), np.float64),
-}
 _STATUS_NAMES = {
     K.BAD_REWARDS: "rewards",
     K.BAD_VALUES: "values",
@@ -89,14 +84,16 @@ class _Sweep:
         self.last = _last_values(fn, last_values, self.one_d, N, dt)
         self.term = _as_2d(C.flag_array(fn, "terminated", terminated, r.shape))
         self.has_trunc = truncated is not None
+        # An absent optional input gets a full-shape stand-in (never consulted:
+        # its options bit is clear), so the kernels load without branching.
         self.trunc = (
             _as_2d(C.flag_array(fn, "truncated", truncated, r.shape))
             if self.has_trunc
-            else _DUMMY_FLAGS
+            else self.term
         )
         self.has_valid = valid is not None
         self.valid = (
-            _as_2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else _DUMMY_FLAGS
+            _as_2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else self.term
         )
         self.has_final = final_values is not None
         if self.has_final:
@@ -104,7 +101,7 @@ class _Sweep:
             C.check_shape(fn, "final_values", fv, r.shape)
             self.fv = _as_2d(fv)
         else:
-            self.fv = _DUMMY_FLOAT[dt]
+            self.fv = self.r  # stand-in; the sweeps read values/last_values instead
 
     def check_bootstrap(self, fn: str, need_final: bool = False) -> None:
         """Truncated steps need a defined bootstrap (API.md's ambiguity rule).

@@ -9,9 +9,16 @@ the sweep streams at memory bandwidth.
 The carried quantity (``A_{t+1}``, or ``vs_{t+1} - V_{t+1}``) is read back from
 the output row just written, so the kernels need no scratch memory.
 
-Optional inputs: a kernel takes a ``has_*`` flag and, when the flag is False, a
-dummy ``[1, 1]`` array it never reads. The flags are loop-invariant, so LLVM
-unswitches the loops and each variant runs branch-free.
+Optional inputs: every array argument has the full ``[T, N]`` shape. The
+public layer passes a stand-in for an absent one (``terminated`` for
+``truncated`` and ``valid``, ``values`` for ``final_values``) and clears its bit
+in ``options``; the kernels load every array unconditionally and use the bits
+only in selects, so the inner loops stay branch-free and vectorise.
+
+Each block of envs is swept by a helper on column slices indexed from 0: with
+an index running from an arbitrary ``n0`` Numba cannot prove it non-negative,
+keeps its negative-index wraparound, and the loop does not vectorise (4-5x
+slower here).
 
 Every kernel trusts its inputs; ``fastppo.advantages`` validates them.
 """
@@ -23,7 +30,7 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel_pair
+from fastppo._jit import kernel, kernel_pair
 
 # Status codes the sweeps return; nonzero means nothing was written.
 OK = 0
@@ -34,87 +41,11 @@ BAD_FINAL_VALUES = 4
 BAD_BEHAVIOR_LOGP = 5
 BAD_TARGET_LOGP = 6
 
-
-@inline
-def _nonfinite(x, n0, n1):  # pragma: no cover - compiled
-    """True if ``x[:, n0:n1]`` holds a NaN or +-inf.
-
-    ``x - x`` is 0 for finite ``x`` and NaN otherwise; OR-ing the comparisons is
-    an integer reduction, which LLVM vectorises without fastmath.
-    """
-    acc = False
-    for t in range(x.shape[0]):
-        for n in range(n0, n1):
-            acc |= (x[t, n] - x[t, n]) != 0
-    return acc
-
-
-@inline
-def _nonfinite_1d(x, n0, n1):  # pragma: no cover - compiled
-    acc = False
-    for n in range(n0, n1):
-        acc |= (x[n] - x[n]) != 0
-    return acc
-
-
-@inline
-def _check_block(  # pragma: no cover - compiled
-    rewards,
-    values,
-    has_values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    has_trunc,
-    has_final,
-    n0,
-    n1,
-):
-    """Status of one block of envs: the first non-finite input, or OK."""
-    if _nonfinite(rewards, n0, n1):
-        return BAD_REWARDS
-    if has_values and _nonfinite(values, n0, n1):
-        return BAD_VALUES
-    if _nonfinite_1d(last_values, n0, n1):
-        return BAD_LAST_VALUES
-    if has_trunc and has_final and _bad_final(terminated, truncated, final_values, n0, n1):
-        return BAD_FINAL_VALUES
-    return OK
-
-
-# Bits of the ``options`` argument: which optional inputs are real arrays (the
-# others are [1, 1] dummies never read). One int instead of three bools keeps
-# the per-call dispatch short; the flags are loop-invariant, so LLVM
-# unswitches the loops on them.
+# Bits of the ``options`` argument: which optional inputs are real (the others
+# are stand-ins). One int instead of three bools keeps the dispatch short.
 HAS_TRUNC = 1
 HAS_FINAL = 2
 HAS_VALID = 4
-
-
-@inline
-def _options(options):  # pragma: no cover - compiled
-    return (options & HAS_TRUNC) != 0, (options & HAS_FINAL) != 0, (options & HAS_VALID) != 0
-
-
-@inline
-def _first_bad(status):  # pragma: no cover - compiled
-    for b in range(status.shape[0]):
-        if status[b] != OK:
-            return status[b]
-    return OK
-
-
-@inline
-def _bad_final(terminated, truncated, final_values, n0, n1):  # pragma: no cover - compiled
-    """True if a truncated (not terminated) step's final value is not finite."""
-    acc = False
-    for t in range(final_values.shape[0]):
-        for n in range(n0, n1):
-            boot = truncated[t, n] != 0 and terminated[t, n] == 0
-            acc |= boot and (final_values[t, n] - final_values[t, n]) != 0
-    return acc
-
 
 # Rows per time chunk. A sweep runs backwards in time, but streaming memory
 # backwards is ~3x slower than forwards here (descending rows defeat the
@@ -122,6 +53,126 @@ def _bad_final(terminated, truncated, final_values, n0, n1):  # pragma: no cover
 # carry-free part of the recurrence), then swept backwards while it is still
 # in L2: 32 rows x 7 arrays x a 256-env float32 row ~ 230 KiB.
 CHUNK = 32
+
+
+@kernel
+def _nonfinite(x, n0, n1):  # pragma: no cover - compiled
+    """True if ``x[:, n0:n1]`` holds a NaN or +-inf.
+
+    ``x - x`` is 0 for finite ``x`` and NaN otherwise; counting the comparisons
+    is an integer reduction, which LLVM vectorises without fastmath.
+    """
+    bad = 0
+    for t in range(x.shape[0]):
+        row = x[t, n0:n1]
+        for n in range(row.shape[0]):
+            bad += int((row[n] - row[n]) != 0)
+    return bad != 0
+
+
+@kernel
+def _bad_final(terminated, truncated, final_values, n0, n1):  # pragma: no cover - compiled
+    """True if a truncated (not terminated) step's final value is not finite."""
+    bad = 0
+    for t in range(final_values.shape[0]):
+        te = terminated[t, n0:n1]
+        tr = truncated[t, n0:n1]
+        fv = final_values[t, n0:n1]
+        for n in range(fv.shape[0]):
+            boot = (tr[n] != 0) & (te[n] == 0)
+            bad += int(boot & ((fv[n] - fv[n]) != 0))
+    return bad != 0
+
+
+@kernel
+def _check_block(  # pragma: no cover - compiled
+    rewards, values, has_values, last_values, terminated, truncated, final_values, options, n0, n1
+):
+    """Status of the envs ``n0:n1``: the first non-finite input, or OK."""
+    if _nonfinite(rewards, n0, n1):
+        return BAD_REWARDS
+    if has_values and _nonfinite(values, n0, n1):
+        return BAD_VALUES
+    if _nonfinite(last_values.reshape(1, last_values.shape[0]), n0, n1):
+        return BAD_LAST_VALUES
+    if (options & HAS_TRUNC) and (options & HAS_FINAL):
+        if _bad_final(terminated, truncated, final_values, n0, n1):
+            return BAD_FINAL_VALUES
+    return OK
+
+
+@kernel
+def _first_bad(status):  # pragma: no cover - compiled
+    for b in range(status.shape[0]):
+        if status[b] != OK:
+            return status[b]
+    return OK
+
+
+@kernel
+def _gae_block(  # pragma: no cover - compiled
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma,
+    gamma_lambda,
+    n0,
+    n1,
+    adv,
+    ret,
+):
+    """GAE over the envs ``n0:n1``.
+
+    Every row is sliced to ``n0:n1`` and indexed from 0: a contiguous 1-D view
+    with a provably non-negative index, so the inner loops vectorise.
+    """
+    T = rewards.shape[0]
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    t_hi = T
+    while t_hi > 0:
+        t_lo = max(0, t_hi - CHUNK)
+        # pass 1, forwards: adv = delta (0 on invalid rows), ret = delta + V
+        for t in range(t_lo, t_hi):
+            nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
+            r = rewards[t, n0:n1]
+            v = values[t, n0:n1]
+            te = terminated[t, n0:n1]
+            tr = truncated[t, n0:n1]
+            fv = final_values[t, n0:n1]
+            ok = valid[t, n0:n1]
+            a = adv[t, n0:n1]
+            rt = ret[t, n0:n1]
+            for n in range(r.shape[0]):
+                nv = nvr[n]
+                f = fv[n] if has_final else nv
+                boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
+                d = r[n] + gamma * boot - v[n]
+                d = d if (ok[n] != 0) | (not has_valid) else zero
+                a[n] = d
+                rt[n] = d + v[n]
+        # pass 2, backwards: add gamma * lambda * A_{t+1} where the trace goes on
+        for t in range(min(t_hi, T - 1) - 1, t_lo - 1, -1):
+            te = terminated[t, n0:n1]
+            tr = truncated[t, n0:n1]
+            ok = valid[t, n0:n1]
+            a = adv[t, n0:n1]
+            rt = ret[t, n0:n1]
+            c = adv[t + 1, n0:n1]
+            for n in range(a.shape[0]):
+                stop = te[n] | tr[n]
+                if has_valid:
+                    stop |= ok[n] == 0
+                x = (zero if stop != 0 else gamma_lambda) * c[n]
+                a[n] += x
+                rt[n] += x
+        t_hi = t_lo
 
 
 @kernel_pair
@@ -150,11 +201,9 @@ def gae_kernel(  # pragma: no cover - compiled
 
     Pass 1 (forwards over a chunk) writes ``adv = delta`` and
     ``ret = delta + V``; pass 2 (backwards) adds ``gamma*lambda*A_{t+1}`` to
-    both where the trace continues.
+    both where the trace continues. Returns a status code.
     """
-    T, N = rewards.shape
-    has_trunc, has_final, has_valid = _options(options)
-    zero = rewards.dtype.type(0)
+    N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
@@ -163,6 +212,7 @@ def gae_kernel(  # pragma: no cover - compiled
     status = np.zeros(nblocks, np.int64)
     for b in numba.prange(nblocks):
         n0 = b * block
+        n1 = min(N, n0 + block)
         status[b] = _check_block(
             rewards,
             values,
@@ -171,10 +221,9 @@ def gae_kernel(  # pragma: no cover - compiled
             terminated,
             truncated,
             final_values,
-            has_trunc,
-            has_final,
+            options,
             n0,
-            min(N, n0 + block),
+            n1,
         )
     code = _first_bad(status)
     if code != OK:
@@ -182,34 +231,88 @@ def gae_kernel(  # pragma: no cover - compiled
     for b in numba.prange(nblocks):
         n0 = b * block
         n1 = min(N, n0 + block)
-        t_hi = T
-        while t_hi > 0:
-            t_lo = max(0, t_hi - CHUNK)
-            for t in range(t_lo, t_hi):
-                nv = last_values if t == T - 1 else values[t + 1]
-                for n in range(n0, n1):
-                    v = values[t, n]
-                    te = terminated[t, n] != 0
-                    tr = truncated[t, n] != 0 if has_trunc else False
-                    fv = final_values[t, n] if has_final else nv[n]
-                    boot = zero if te else (fv if tr else nv[n])
-                    d = rewards[t, n] + gamma * boot - v
-                    if has_valid:
-                        d = d if valid[t, n] != 0 else zero
-                    adv[t, n] = d
-                    ret[t, n] = d + v
-            for t in range(min(t_hi, T - 1) - 1, t_lo - 1, -1):
-                for n in range(n0, n1):
-                    stop = terminated[t, n] != 0
-                    if has_trunc:
-                        stop = stop or truncated[t, n] != 0
-                    if has_valid:
-                        stop = stop or valid[t, n] == 0
-                    x = (zero if stop else gamma_lambda) * adv[t + 1, n]
-                    adv[t, n] += x
-                    ret[t, n] += x
-            t_hi = t_lo
+        _gae_block(
+            rewards,
+            values,
+            last_values,
+            terminated,
+            truncated,
+            final_values,
+            valid,
+            options,
+            gamma,
+            gamma_lambda,
+            n0,
+            n1,
+            adv,
+            ret,
+        )
     return OK
+
+
+@kernel
+def _vtrace_block(  # pragma: no cover - compiled
+    behavior_logp,
+    target_logp,
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma,
+    lam,
+    rho_bar,
+    c_bar,
+    pg_rho_bar,
+    n0,
+    n1,
+    vs,
+    pg_adv,
+):
+    """V-trace over the envs ``n0:n1``, one backward pass (rows sliced as in GAE)."""
+    T = rewards.shape[0]
+    W = n1 - n0
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    # The carry vs_{t+1} - V_{t+1}, one scratch row per block.
+    carry_row = np.zeros(W, rewards.dtype)
+    for t in range(T - 1, -1, -1):
+        nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
+        r = rewards[t, n0:n1]
+        v = values[t, n0:n1]
+        te = terminated[t, n0:n1]
+        tr = truncated[t, n0:n1]
+        fv = final_values[t, n0:n1]
+        ok = valid[t, n0:n1]
+        blp = behavior_logp[t, n0:n1]
+        tlp = target_logp[t, n0:n1]
+        vs_row = vs[t, n0:n1]
+        pg_row = pg_adv[t, n0:n1]
+        for n in range(W):
+            nv = nvr[n]
+            f = fv[n] if has_final else nv
+            cut = (te[n] | tr[n]) != 0
+            boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
+            carry = zero if cut else carry_row[n]
+            # log-ratio in float64: log-probs may be float64 with float32 values.
+            rho = math.exp(float(tlp[n]) - float(blp[n]))
+            rho_c = rewards.dtype.type(min(rho_bar, rho))
+            c = rewards.dtype.type(lam * min(c_bar, rho))
+            rho_pg = rewards.dtype.type(min(pg_rho_bar, rho))
+            diff = rho_c * (r[n] + gamma * boot - v[n]) + gamma * c * carry
+            # boot + carry is vs_{t+1} inside an episode and the bootstrap
+            # value at a boundary (carry is 0 there).
+            pg = rho_pg * (r[n] + gamma * (boot + carry) - v[n])
+            good = (ok[n] != 0) | (not has_valid)
+            diff = diff if good else zero
+            pg = pg if good else zero
+            carry_row[n] = diff
+            vs_row[n] = v[n] + diff
+            pg_row[n] = pg
 
 
 @kernel_pair
@@ -242,14 +345,12 @@ def vtrace_kernel(  # pragma: no cover - compiled
     ``pg_t = min(pg_rho_bar, rho_t) * (r_t + gamma * nvs_t - V_t)`` where
     ``nvs_t = vs_{t+1}`` inside an episode and the bootstrap at a boundary.
 
-    The exp dominates, so this sweep is compute-bound: one backward pass,
-    with the carry ``vs_{t+1} - V_{t+1}`` kept in a per-block scratch row.
+    The exp dominates, so this sweep is compute-bound: one backward pass.
+    Returns a status code.
     """
-    T, N = rewards.shape
-    has_trunc, has_final, has_valid = _options(options)
-    zero = rewards.dtype.type(0)
-    nblocks = (N + block - 1) // block
+    N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
+    nblocks = (N + block - 1) // block
     status = np.zeros(nblocks, np.int64)
     for b in numba.prange(nblocks):
         n0 = b * block
@@ -262,8 +363,7 @@ def vtrace_kernel(  # pragma: no cover - compiled
             terminated,
             truncated,
             final_values,
-            has_trunc,
-            has_final,
+            options,
             n0,
             n1,
         )
@@ -278,36 +378,53 @@ def vtrace_kernel(  # pragma: no cover - compiled
     for b in numba.prange(nblocks):
         n0 = b * block
         n1 = min(N, n0 + block)
-        # One scratch row per block (not per step): the carry vs_{t+1} - V_{t+1}.
-        carry_row = np.zeros(n1 - n0, rewards.dtype)
-        for t in range(T - 1, -1, -1):
-            last = t == T - 1
-            for n in range(n0, n1):
-                nv = last_values[n] if last else values[t + 1, n]
-                v = values[t, n]
-                te = terminated[t, n] != 0
-                tr = truncated[t, n] != 0 if has_trunc else False
-                fv = final_values[t, n] if has_final else nv
-                boot = zero if te else (fv if tr else nv)
-                carry = zero if (te or tr) else carry_row[n - n0]
-                # log-ratio in float64: log-probs may be float64 with float32 values.
-                rho = math.exp(float(target_logp[t, n]) - float(behavior_logp[t, n]))
-                rho_c = rewards.dtype.type(min(rho_bar, rho))
-                c = rewards.dtype.type(lam * min(c_bar, rho))
-                rho_pg = rewards.dtype.type(min(pg_rho_bar, rho))
-                r = rewards[t, n]
-                diff = rho_c * (r + gamma * boot - v) + gamma * c * carry
-                # boot + carry is vs_{t+1} inside an episode and the bootstrap
-                # value at a boundary (carry is 0 there).
-                pg = rho_pg * (r + gamma * (boot + carry) - v)
-                if has_valid:
-                    ok = valid[t, n] != 0
-                    diff = diff if ok else zero
-                    pg = pg if ok else zero
-                carry_row[n - n0] = diff
-                vs[t, n] = v + diff
-                pg_adv[t, n] = pg
+        _vtrace_block(
+            behavior_logp,
+            target_logp,
+            rewards,
+            values,
+            last_values,
+            terminated,
+            truncated,
+            final_values,
+            valid,
+            options,
+            gamma,
+            lam,
+            rho_bar,
+            c_bar,
+            pg_rho_bar,
+            n0,
+            n1,
+            vs,
+            pg_adv,
+        )
     return OK
+
+
+@kernel
+def _returns_block(  # pragma: no cover - compiled
+    rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0, n1, ret
+):
+    T = rewards.shape[0]
+    W = n1 - n0
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    for t in range(T - 1, -1, -1):
+        nxt_row = last_values[n0:n1] if t == T - 1 else ret[t + 1, n0:n1]
+        r = rewards[t, n0:n1]
+        te = terminated[t, n0:n1]
+        tr = truncated[t, n0:n1]
+        fv = final_values[t, n0:n1]
+        ok = valid[t, n0:n1]
+        g_row = ret[t, n0:n1]
+        for n in range(W):
+            nxt = nxt_row[n]
+            f = fv[n] if has_final else nxt
+            boot = zero if te[n] != 0 else (f if tr[n] != 0 else nxt)
+            g = r[n] + gamma * boot
+            g_row[n] = g if (ok[n] != 0) | (not has_valid) else zero
 
 
 @kernel_pair
@@ -325,15 +442,14 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
 ):
     """``G_t = r_t + gamma * next_t``: ``next_t`` is 0 when terminated, the final
     obs' value when truncated, else ``G_{t+1}`` (``last_values`` at ``t = T-1``).
-    Invalid rows get ``G = 0`` and cut the sum."""
-    T, N = rewards.shape
-    has_trunc, has_final, has_valid = _options(options)
-    zero = rewards.dtype.type(0)
+    Invalid rows get ``G = 0`` and cut the sum. Returns a status code."""
+    N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
     status = np.zeros(nblocks, np.int64)
     for b in numba.prange(nblocks):
         n0 = b * block
+        n1 = min(N, n0 + block)
         status[b] = _check_block(
             rewards,
             rewards,
@@ -342,10 +458,9 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
             terminated,
             truncated,
             final_values,
-            has_trunc,
-            has_final,
+            options,
             n0,
-            min(N, n0 + block),
+            n1,
         )
     code = _first_bad(status)
     if code != OK:
@@ -353,16 +468,17 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
     for b in numba.prange(nblocks):
         n0 = b * block
         n1 = min(N, n0 + block)
-        for t in range(T - 1, -1, -1):
-            last = t == T - 1
-            for n in range(n0, n1):
-                nxt = last_values[n] if last else ret[t + 1, n]
-                te = terminated[t, n] != 0
-                tr = truncated[t, n] != 0 if has_trunc else False
-                fv = final_values[t, n] if has_final else nxt
-                boot = zero if te else (fv if tr else nxt)
-                g = rewards[t, n] + gamma * boot
-                if has_valid:
-                    g = g if valid[t, n] != 0 else zero
-                ret[t, n] = g
+        _returns_block(
+            rewards,
+            last_values,
+            terminated,
+            truncated,
+            final_values,
+            valid,
+            options,
+            gamma,
+            n0,
+            n1,
+            ret,
+        )
     return OK
