@@ -104,13 +104,21 @@ def byte_view(fn: str, name: str, buf: Any) -> np.ndarray:
     try:
         mv = memoryview(buf)
     except TypeError:
-        fail(
-            fn,
-            name,
-            "a buffer-protocol object (bytes, bytearray, memoryview, mmap, ndarray)",
-            type(buf).__name__,
-            exc=TypeError,
-        )
+        # torch CPU tensors and other __array__/__dlpack__ objects: a zero-copy
+        # ndarray view (accelerator tensors are refused there, naming the device).
+        if not (hasattr(buf, "__array__") or hasattr(buf, "__dlpack__")):
+            fail(
+                fn,
+                name,
+                "a buffer-protocol object (bytes, bytearray, memoryview, mmap, ndarray) "
+                "or a CPU array/tensor",
+                type(buf).__name__,
+                exc=TypeError,
+            )
+        arr = as_array(fn, name, buf)
+        if arr.dtype.hasobject:
+            fail(fn, name, "a numeric buffer", f"dtype {arr.dtype}", exc=TypeError)
+        return byte_view(fn, name, arr)
     if not mv.c_contiguous:
         fail(fn, name, "a C-contiguous buffer", "a non-contiguous memoryview")
     return np.frombuffer(mv, dtype=np.uint8)

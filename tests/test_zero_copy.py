@@ -625,11 +625,6 @@ def test_byte_kernels_read_buffers_in_place(
     assert peak < 2 * outputs + smallest // 4, f"{name} ({kind}) allocated {peak} bytes"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codec.byte_view takes buffer-protocol objects only, and torch tensors are not "
-    "(reported; fix in fastppo.codec, then drop this mark)",
-)
 @pytest.mark.parametrize("name", sorted(BYTES_KERNELS))
 def test_byte_kernels_take_torch_cpu_tensors(name: str) -> None:
     f = getattr(fastppo, name)
