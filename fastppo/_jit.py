@@ -108,3 +108,19 @@ def num_threads() -> int:
 # Below this many elements a kernel runs its serial build: opening a parallel
 # region costs a few microseconds, which a small sweep cannot win back.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+
+
+def c_entry(sig: Any) -> Callable[[F], Any]:
+    """Compile ``fn`` as a C-callable function (``numba.cfunc``) of signature ``sig``.
+
+    The Cython boundary (``fastppo._cy._fast``) calls these through their
+    addresses, so a small call pays neither Numba's argument typing nor array
+    unboxing. A C entry holds no GIL (its caller releases it) and is cached
+    like the kernels. It is compiled when the decorator runs, so modules of C
+    entries are imported lazily, never by ``import fastppo``.
+    """
+
+    def wrap(f: F) -> Any:
+        return numba.cfunc(sig, cache=True)(f)  # always nopython
+
+    return wrap

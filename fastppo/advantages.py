@@ -28,6 +28,14 @@ from fastppo import _checks as C
 from fastppo._jit import PARALLEL_MIN_ELEMENTS, num_threads
 from fastppo.kernels import advantages as K
 
+try:
+    from fastppo._cy import _fast
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "fastppo.advantages needs the compiled extension fastppo._cy._fast, which is missing "
+        "or stale; build it with `pip install -e .` (rerun after editing a .pyx)"
+    ) from e
+
 __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
 
 ArrayLike = Any
@@ -43,6 +51,18 @@ _STATUS_NAMES = {
 # Parallel blocks are whole multiples of this many envs, so each thread's inner
 # loop covers full SIMD vectors and full cache lines.
 _BLOCK_ALIGN = 16
+
+
+def _load_entry(kind: int, d: int) -> int:
+    from fastppo.kernels import cabi  # compiles C entries on demand: first use only
+
+    return cabi.address(kind, d)
+
+
+# The fast path (fastppo._cy._fast) takes plain numpy calls below the parallel
+# size and hands anything else back (None) to the general path below, which
+# validates in full and raises the house errors.
+_fast.configure(_load_entry, PARALLEL_MIN_ELEMENTS, K.HAS_TRUNC, K.HAS_FINAL, K.HAS_VALID)
 
 
 class _Sweep:
@@ -252,6 +272,31 @@ def gae(
     Schulman et al., "High-Dimensional Continuous Control Using Generalized
     Advantage Estimation", arXiv:1506.02438.
     """
+    res = _fast.gae(
+        rewards, values, last_values, terminated, truncated, final_values, valid, gamma,
+        gae_lambda, out,
+    )  # fmt: skip
+    if res is not None:
+        return res
+    return _gae_general(
+        rewards, values, last_values, terminated, truncated, final_values, valid, gamma,
+        gae_lambda, out,
+    )  # fmt: skip
+
+
+def _gae_general(
+    rewards: ArrayLike,
+    values: ArrayLike,
+    last_values: ArrayLike,
+    terminated: ArrayLike,
+    truncated: ArrayLike,
+    final_values: ArrayLike,
+    valid: ArrayLike,
+    gamma: float,
+    gae_lambda: float,
+    out: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gae` for any input: full validation, serial or parallel kernel."""
     fn = "gae"
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     v = C.float_array(fn, "values", values, dtype=s.dt)
@@ -338,6 +383,12 @@ def vtrace(
     Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance
     Weighted Actor-Learner Architectures", arXiv:1802.01561.
     """
+    res = _fast.vtrace(
+        behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
+        final_values, valid, gamma, lam, rho_bar, c_bar, pg_rho_bar, out,
+    )  # fmt: skip
+    if res is not None:
+        return res
     fn = "vtrace"
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     v = C.float_array(fn, "values", values, dtype=s.dt)
@@ -408,6 +459,11 @@ def discounted_returns(
     (the value terms telescope); this is the Monte-Carlo target of PPO's value
     loss when lambda = 1.
     """
+    ret_fast = _fast.discounted_returns(
+        rewards, last_values, terminated, truncated, final_values, valid, gamma, out
+    )
+    if ret_fast is not None:
+        return ret_fast
     fn = "discounted_returns"
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)

@@ -1,0 +1,53 @@
+"""Type stub for the compiled ``fastppo._cy._fast`` (see ``_fast.pyx``)."""
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+def configure(
+    loader: Callable[[int, int], int],
+    max_elements: int,
+    has_trunc: int,
+    has_final: int,
+    has_valid: int,
+) -> None: ...
+def gae(
+    rewards: Any,
+    values: Any,
+    last_values: Any,
+    terminated: Any,
+    truncated: Any,
+    final_values: Any,
+    valid: Any,
+    gamma: Any,
+    gae_lambda: Any,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray] | None: ...
+def vtrace(
+    behavior_logp: Any,
+    target_logp: Any,
+    rewards: Any,
+    values: Any,
+    last_values: Any,
+    terminated: Any,
+    truncated: Any,
+    final_values: Any,
+    valid: Any,
+    gamma: Any,
+    lam: Any,
+    rho_bar: Any,
+    c_bar: Any,
+    pg_rho_bar: Any,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray] | None: ...
+def discounted_returns(
+    rewards: Any,
+    last_values: Any,
+    terminated: Any,
+    truncated: Any,
+    final_values: Any,
+    valid: Any,
+    gamma: Any,
+    out: Any,
+) -> np.ndarray | None: ...

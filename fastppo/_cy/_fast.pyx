@@ -1,0 +1,369 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""The small-call fast path of ``gae``, ``vtrace`` and ``discounted_returns``.
+
+For a small sweep the Python layer and Numba's dispatch are the whole cost:
+typing and unboxing 13-19 arguments alone takes ~2 us, the general
+validation ~20 us more. Here the common case -- plain C-contiguous, aligned,
+native-order numpy arrays of matching dtypes, bool/uint8 flags, float
+hyperparameters -- is recognised with a few C-level reads of each array
+header, the memory ranges of outputs and inputs are compared in C, and the
+serial kernel is entered through its C entry point
+(:mod:`fastppo.kernels.cabi`) with the GIL released.
+
+Every function returns ``None`` when anything is unusual (another array
+type, a float flag array, a bad hyperparameter, an ambiguous truncation, a
+large problem that the parallel build should take, a non-finite input the
+kernel refused): the caller then runs the general path, which validates in
+full and raises the house errors. So this module never raises for bad input
+and holds no error messages of its own; on a nonzero kernel status nothing
+was written.
+
+Entry points are resolved on first use by ``loader(kind, dtype_index)``
+(kind 0 gae, 1 vtrace, 2 discounted_returns; dtype 0 float32, 1 float64),
+so a process compiles or loads only the ones it calls.
+
+Rebuild after editing: ``pip install -e .``.
+"""
+
+cimport numpy as cnp
+from libc.stdint cimport int64_t, uintptr_t
+
+cnp.import_array()
+
+ctypedef int64_t (*gae_fn)(void*, void*, void*, unsigned char*, unsigned char*, void*,
+                           unsigned char*, int64_t, double, double, int64_t, int64_t,
+                           void*, void*) noexcept nogil
+ctypedef int64_t (*vtrace_fn)(void*, void*, void*, void*, void*, unsigned char*,
+                              unsigned char*, void*, unsigned char*, int64_t, double,
+                              double, double, double, double, int64_t, int64_t,
+                              void*, void*) noexcept nogil
+ctypedef int64_t (*returns_fn)(void*, void*, unsigned char*, unsigned char*, void*,
+                               unsigned char*, int64_t, double, int64_t, int64_t,
+                               void*) noexcept nogil
+
+# Must match fastppo.kernels.advantages.HAS_* (checked by configure()).
+cdef enum:
+    HAS_TRUNC = 1
+    HAS_FINAL = 2
+    HAS_VALID = 4
+
+cdef void* _entries[3][2]
+cdef object _loader = None
+cdef Py_ssize_t _max_elements = 0
+
+cdef int _FLOAT_FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED
+cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
+
+
+def configure(loader, Py_ssize_t max_elements, int has_trunc, int has_final, int has_valid):
+    """Set the entry-point loader and the size from which the general path runs."""
+    global _loader, _max_elements
+    if (has_trunc, has_final, has_valid) != (HAS_TRUNC, HAS_FINAL, HAS_VALID):
+        raise RuntimeError("fastppo._cy._fast is stale; rebuild with `pip install -e .`")
+    _loader = loader
+    _max_elements = max_elements
+    for k in range(3):
+        for d in range(2):
+            _entries[k][d] = NULL
+
+
+cdef void* _entry(int kind, int d) except? NULL:
+    cdef void* p = _entries[kind][d]
+    if p == NULL:
+        p = <void*><uintptr_t>_loader(kind, d)
+        _entries[kind][d] = p
+    return p
+
+
+cdef struct Span:
+    char* lo
+    char* hi
+
+
+cdef inline Span _span(cnp.ndarray a) noexcept:
+    cdef Span s
+    s.lo = <char*>cnp.PyArray_DATA(a)
+    s.hi = s.lo + cnp.PyArray_NBYTES(a)
+    return s
+
+
+cdef inline bint _overlap(Span a, Span b) noexcept:
+    return a.lo < b.hi and b.lo < a.hi
+
+
+cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
+    cdef int nd = cnp.PyArray_NDIM(a), i
+    if cnp.PyArray_NDIM(b) != nd:
+        return False
+    for i in range(nd):
+        if cnp.PyArray_DIM(a, i) != cnp.PyArray_DIM(b, i):
+            return False
+    return True
+
+
+cdef inline bint _float_like(object x, cnp.ndarray ref, int flags) noexcept:
+    """``x`` is an ndarray of ``ref``'s dtype and shape with ``flags`` set."""
+    if type(x) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    return (
+        cnp.PyArray_TYPE(a) == cnp.PyArray_TYPE(ref)
+        and cnp.PyArray_ISNOTSWAPPED(a)
+        and cnp.PyArray_CHKFLAGS(a, flags)
+        and _same_shape(a, ref)
+    )
+
+
+cdef inline bint _flags_like(object x, cnp.ndarray ref) noexcept:
+    """``x`` is a C-contiguous bool/uint8 ndarray of ``ref``'s shape."""
+    if type(x) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef int t = cnp.PyArray_TYPE(a)
+    return (
+        (t == cnp.NPY_BOOL or t == cnp.NPY_UINT8)
+        and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS)
+        and _same_shape(a, ref)
+    )
+
+
+cdef inline bint _unit(object x) noexcept:
+    """A Python float in [0, 1]."""
+    if type(x) is not float:
+        return False
+    cdef double v = <double>x
+    return 0.0 <= v <= 1.0
+
+
+cdef inline bint _positive(object x) noexcept:
+    """A Python float > 0 (inf allowed, NaN not)."""
+    if type(x) is not float:
+        return False
+    return <double>x > 0.0
+
+
+cdef class _Batch:
+    """The recognised inputs of one sweep call (arrays, pointers, spans)."""
+    cdef cnp.ndarray r
+    cdef int d                      # 0 float32, 1 float64
+    cdef int64_t T, N
+    cdef int64_t options
+    cdef void* lv
+    cdef double lv64
+    cdef float lv32
+    cdef unsigned char* te
+    cdef unsigned char* tr
+    cdef unsigned char* ok
+    cdef void* fv
+    cdef Span spans[9]
+    cdef int n_spans
+
+    cdef bint _add(self, cnp.ndarray a) noexcept:
+        self.spans[self.n_spans] = _span(a)
+        self.n_spans += 1
+        return True
+
+    cdef bint take(self, object rewards, object last_values, object terminated,
+                   object truncated, object final_values, object valid) noexcept:
+        """Recognise the inputs every sweep has; False: use the general path."""
+        if type(rewards) is not cnp.ndarray:
+            return False
+        cdef cnp.ndarray r = <cnp.ndarray>rewards
+        cdef int t = cnp.PyArray_TYPE(r)
+        cdef int nd = cnp.PyArray_NDIM(r)
+        if t == cnp.NPY_FLOAT32:
+            self.d = 0
+        elif t == cnp.NPY_FLOAT64:
+            self.d = 1
+        else:
+            return False
+        if not (cnp.PyArray_ISNOTSWAPPED(r) and cnp.PyArray_CHKFLAGS(r, _FLOAT_FLAGS)):
+            return False
+        if nd == 1:
+            self.T = cnp.PyArray_DIM(r, 0)
+            self.N = 1
+        elif nd == 2:
+            self.T = cnp.PyArray_DIM(r, 0)
+            self.N = cnp.PyArray_DIM(r, 1)
+        else:
+            return False
+        if self.T == 0 or self.N == 0 or self.T * self.N >= _max_elements:
+            return False
+        self.r = r
+        self.n_spans = 0
+        self._add(r)
+        # last_values: [N]; for 1-D rewards also a Python float, [] or [1]
+        cdef cnp.ndarray a
+        if type(last_values) is float and nd == 1:
+            self.lv64 = <double>last_values
+            self.lv32 = <float>self.lv64  # rounds to nearest, as np.full(1, x, float32)
+            self.lv = <void*>&self.lv32 if self.d == 0 else <void*>&self.lv64
+        elif type(last_values) is cnp.ndarray:
+            a = <cnp.ndarray>last_values
+            if not (
+                cnp.PyArray_TYPE(a) == t
+                and cnp.PyArray_ISNOTSWAPPED(a)
+                and cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS)
+                and cnp.PyArray_SIZE(a) == self.N
+                and (cnp.PyArray_NDIM(a) == 1 or (nd == 1 and cnp.PyArray_NDIM(a) == 0))
+            ):
+                return False
+            self.lv = cnp.PyArray_DATA(a)
+            self._add(a)
+        else:
+            return False
+        if not _flags_like(terminated, r):
+            return False
+        self.te = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>terminated)
+        self._add(<cnp.ndarray>terminated)
+        self.options = 0
+        self.tr = self.te
+        self.ok = self.te
+        self.fv = cnp.PyArray_DATA(r)
+        if truncated is not None:
+            if not _flags_like(truncated, r):
+                return False
+            self.tr = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>truncated)
+            self._add(<cnp.ndarray>truncated)
+            self.options |= HAS_TRUNC
+        if final_values is not None:
+            if not _float_like(final_values, r, _FLOAT_FLAGS):
+                return False
+            self.fv = cnp.PyArray_DATA(<cnp.ndarray>final_values)
+            self._add(<cnp.ndarray>final_values)
+            self.options |= HAS_FINAL
+        if valid is not None:
+            if not _flags_like(valid, r):
+                return False
+            self.ok = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>valid)
+            self._add(<cnp.ndarray>valid)
+            self.options |= HAS_VALID
+        # A truncation with neither final values nor a valid mask may be
+        # ambiguous (API.md): the general path scans for it and explains.
+        if truncated is not None and final_values is None and valid is None:
+            return False
+        return True
+
+    cdef bint take_float(self, object x) noexcept:
+        """Another float input of ``rewards``' dtype and shape."""
+        if not _float_like(x, self.r, _FLOAT_FLAGS):
+            return False
+        self._add(<cnp.ndarray>x)
+        return True
+
+    cdef object outputs(self, object out, int n):
+        """``n`` output arrays: fresh, or the caller's if usable; None otherwise."""
+        cdef cnp.ndarray o
+        cdef int i, j, t, nd
+        cdef cnp.npy_intp* dims
+        cdef Span s[2]
+        if out is None:
+            t = cnp.PyArray_TYPE(self.r)
+            nd = cnp.PyArray_NDIM(self.r)
+            dims = cnp.PyArray_DIMS(self.r)
+            if n == 1:
+                return (cnp.PyArray_EMPTY(nd, dims, t, 0),)
+            return (cnp.PyArray_EMPTY(nd, dims, t, 0), cnp.PyArray_EMPTY(nd, dims, t, 0))
+        if n == 1:
+            outs = (out,)
+        elif (type(out) is tuple or type(out) is list) and len(out) == 2:
+            outs = (out[0], out[1])
+        else:
+            return None
+        for i in range(n):
+            if not _float_like(outs[i], self.r, _OUT_FLAGS):
+                return None
+            o = <cnp.ndarray>outs[i]
+            s[i] = _span(o)
+            for j in range(self.n_spans):
+                if _overlap(s[i], self.spans[j]):
+                    return None
+        if n == 2 and _overlap(s[0], s[1]):
+            return None
+        return outs
+
+
+cdef inline void* _data(object a) noexcept:
+    return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+def gae(rewards, values, last_values, terminated, truncated, final_values, valid,
+        gamma, gae_lambda, out):
+    """``fastppo.gae`` for the common case; None: run the general path."""
+    if not (_unit(gamma) and _unit(gae_lambda)):
+        return None
+    cdef _Batch b = _Batch.__new__(_Batch)
+    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+        return None
+    if not b.take_float(values):
+        return None
+    outs = b.outputs(out, 2)
+    if outs is None:
+        return None
+    cdef gae_fn fn = <gae_fn>_entry(0, b.d)
+    cdef double g = <double>gamma
+    cdef double gl = g * <double>gae_lambda
+    cdef void* pr = _data(rewards)
+    cdef void* pv = _data(values)
+    cdef void* pa = _data(outs[0])
+    cdef void* pb = _data(outs[1])
+    cdef int64_t code
+    with nogil:
+        code = fn(pr, pv, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, gl, b.T, b.N, pa, pb)
+    return outs if code == 0 else None
+
+
+def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
+           final_values, valid, gamma, lam, rho_bar, c_bar, pg_rho_bar, out):
+    """``fastppo.vtrace`` for the common case (log-probs of the values' dtype)."""
+    if not (_unit(gamma) and _unit(lam) and _positive(rho_bar) and _positive(c_bar)
+            and _positive(pg_rho_bar)):
+        return None
+    cdef _Batch b = _Batch.__new__(_Batch)
+    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+        return None
+    if not (b.take_float(values) and b.take_float(behavior_logp) and b.take_float(target_logp)):
+        return None
+    outs = b.outputs(out, 2)
+    if outs is None:
+        return None
+    cdef vtrace_fn fn = <vtrace_fn>_entry(1, b.d)
+    cdef double g = <double>gamma, l = <double>lam
+    cdef double rb = <double>rho_bar, cb = <double>c_bar, pb = <double>pg_rho_bar
+    cdef void* pblp = _data(behavior_logp)
+    cdef void* ptlp = _data(target_logp)
+    cdef void* pr = _data(rewards)
+    cdef void* pv = _data(values)
+    cdef void* pvs = _data(outs[0])
+    cdef void* ppg = _data(outs[1])
+    cdef int64_t code
+    with nogil:
+        code = fn(pblp, ptlp, pr, pv, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, l, rb, cb,
+                  pb, b.T, b.N, pvs, ppg)
+    return outs if code == 0 else None
+
+
+def discounted_returns(rewards, last_values, terminated, truncated, final_values, valid,
+                       gamma, out):
+    """``fastppo.discounted_returns`` for the common case."""
+    if not _unit(gamma):
+        return None
+    # Without values a truncation always needs final_values (the general path
+    # explains); with them the kernel reads final values where truncated.
+    if truncated is not None and final_values is None:
+        return None
+    cdef _Batch b = _Batch.__new__(_Batch)
+    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+        return None
+    outs = b.outputs(out, 1)
+    if outs is None:
+        return None
+    cdef returns_fn fn = <returns_fn>_entry(2, b.d)
+    cdef double g = <double>gamma
+    cdef void* pr = _data(rewards)
+    cdef void* pret = _data(outs[0])
+    cdef int64_t code
+    with nogil:
+        code = fn(pr, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, b.T, b.N, pret)
+    return outs[0] if code == 0 else None

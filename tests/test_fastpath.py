@@ -1,0 +1,193 @@
+"""The Cython small-call fast path of the advantage sweeps (``fastppo._cy._fast``).
+
+It must agree bit for bit with the general path, take the plain numpy case,
+and hand every unusual call back (None) so that the general path validates and
+raises; it must never write to an ``out=`` buffer it then refuses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+
+import fastppo
+from fastppo import advantages as A
+from fastppo._cy import _fast
+
+
+class _NoFast:
+    """Stands in for the fast path: every call goes to the general path."""
+
+    @staticmethod
+    def gae(*args):
+        return None
+
+    vtrace = discounted_returns = gae
+
+
+def _case(rng, T, N, dt, one_d=False):
+    shape = (T,) if one_d else (T, N)
+    r = rng.standard_normal(shape).astype(dt)
+    v = rng.standard_normal(shape).astype(dt)
+    fv = rng.standard_normal(shape).astype(dt)
+    te = rng.random(shape) < 0.1
+    tr = rng.random(shape) < 0.1
+    lv = rng.standard_normal(1 if one_d else N).astype(dt)
+    blp = (0.3 * rng.standard_normal(shape)).astype(dt)
+    tlp = (0.3 * rng.standard_normal(shape)).astype(dt)
+    valid = fastppo.next_step_valid(te, tr)
+    return r, v, fv, te, tr, lv, blp, tlp, valid
+
+
+def _calls(r, v, fv, te, tr, lv, blp, tlp, valid):
+    """(name, callable(out=...)) for every sweep and option combination."""
+    calls = []
+    for mode in ("plain", "final", "valid", "both"):
+        kw = {}
+        trunc = None if mode == "plain" else tr
+        if mode in ("final", "both"):
+            kw["final_values"] = fv
+        if mode in ("valid", "both"):
+            kw["valid"] = valid
+        calls.append(
+            (
+                f"gae-{mode}",
+                lambda out, kw=kw, trunc=trunc: fastppo.gae(
+                    r, v, lv, te, trunc, gamma=0.97, gae_lambda=0.9, out=out, **kw
+                ),
+            )
+        )
+        calls.append(
+            (
+                f"vtrace-{mode}",
+                lambda out, kw=kw, trunc=trunc: fastppo.vtrace(
+                    blp,
+                    tlp,
+                    r,
+                    v,
+                    lv,
+                    te,
+                    trunc,
+                    gamma=0.97,
+                    lam=0.9,
+                    rho_bar=1.5,
+                    c_bar=0.8,
+                    out=out,
+                    **kw,
+                ),
+            )
+        )
+        if mode in ("plain", "final", "both"):
+            calls.append(
+                (
+                    f"returns-{mode}",
+                    lambda out, kw=kw, trunc=trunc: fastppo.discounted_returns(
+                        r, lv, te, trunc, gamma=0.97, out=out, **kw
+                    ),
+                )
+            )
+    return calls
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("one_d", [False, True])
+def test_fast_path_equals_general_path_bit_for_bit(dt, one_d, monkeypatch):
+    rng = np.random.default_rng(7)
+    arrays = _case(rng, 37, 5, dt, one_d)
+    fast = {name: f(None) for name, f in _calls(*arrays)}
+    monkeypatch.setattr(A, "_fast", _NoFast)
+    for name, f in _calls(*arrays):
+        want = f(None)
+        got = fast[name]
+        for g, w in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
+            assert g.dtype == w.dtype and g.shape == w.shape, name
+            np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def test_plain_numpy_calls_take_the_fast_path():
+    rng = np.random.default_rng(0)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 8, 3, np.float32)
+    a, b = np.empty_like(r), np.empty_like(r)
+    assert _fast.gae(r, v, lv, te, None, None, None, 0.99, 0.95, (a, b)) is not None
+    assert _fast.gae(r, v, lv, te, tr, fv, valid, 0.99, 0.95, None) is not None
+    assert _fast.vtrace(blp, tlp, r, v, lv, te, tr, None, valid, 0.99, 1.0, 1.0, 1.0, 1.0, None)
+    assert _fast.discounted_returns(r, lv, te, tr, fv, None, 0.99, a) is a
+    # a 1-D rollout with a float bootstrap value
+    assert _fast.gae(r[:, 0].copy(), v[:, 0].copy(), 0.5, te[:, 0].copy(), None, None, None,
+                     0.99, 0.95, None) is not None  # fmt: skip
+
+
+def test_fast_path_hands_unusual_calls_back():
+    rng = np.random.default_rng(1)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 8, 4, np.float32)
+    a, b = np.empty_like(r), np.empty_like(r)
+    ro = np.empty_like(r)
+    ro.flags.writeable = False
+    big = np.zeros((A.PARALLEL_MIN_ELEMENTS // 4, 4), np.float32)
+    refused = {
+        "non-contiguous rewards": ((r[:, ::2], v[:, ::2], lv[:2], te[:, ::2]), {}),
+        "mixed dtypes": ((r, v.astype(np.float64), lv, te), {}),
+        "float flags": ((r, v, lv, te.astype(np.float32)), {}),
+        "list rewards": ((r.tolist(), v, lv, te), {}),
+        "int gamma": ((r, v, lv, te), {"gamma": 1}),
+        "gamma above 1": ((r, v, lv, te), {"gamma": 1.5}),
+        "nan lambda": ((r, v, lv, te), {"gae_lambda": float("nan")}),
+        "ambiguous truncation": ((r, v, lv, te, tr), {}),
+        "out overlaps rewards": ((r, v, lv, te), {"out": (r, b)}),
+        "out overlaps itself": ((r, v, lv, te), {"out": (a, a)}),
+        "read-only out": ((r, v, lv, te), {"out": (a, ro)}),
+        "out of another dtype": ((r, v, lv, te), {"out": (a, b.astype(np.float64))}),
+        "large problem": ((big, big, big[0], big.astype(bool)), {}),
+        "non-finite reward": ((np.where(te, np.nan, r).astype(np.float32), v, lv, te), {}),
+    }
+    for why, (args, kw) in refused.items():
+        args = args + (None,) * (7 - len(args))
+        res = _fast.gae(*args, kw.get("gamma", 0.99), kw.get("gae_lambda", 0.95), kw.get("out"))
+        assert res is None, why
+
+
+def test_refused_out_buffers_are_untouched():
+    rng = np.random.default_rng(2)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 8, 4, np.float64)
+    r[3, 1] = np.inf
+    a, b = np.full_like(r, 7.0), np.full_like(r, 8.0)
+    with pytest.raises(ValueError, match=r"gae: rewards must be finite, got inf at index \(3, 1\)"):
+        fastppo.gae(r, v, lv, te, out=(a, b))
+    assert (a == 7.0).all() and (b == 8.0).all()
+    with pytest.raises(ValueError, match="out must be not to overlap"):
+        fastppo.gae(v, r, lv, te, out=(a, v))
+
+
+def test_fast_path_is_thread_safe():
+    """Two threads in the fast path at once (it releases the GIL) get exact results."""
+    rng = np.random.default_rng(3)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 64, 16, np.float32)
+    want = fastppo.gae(r, v, lv, te)
+    errors = []
+
+    def work():
+        a, b = np.empty_like(r), np.empty_like(r)
+        for _ in range(2000):
+            fastppo.gae(r, v, lv, te, out=(a, b))
+            if not (np.array_equal(a, want[0]) and np.array_equal(b, want[1])):
+                errors.append("mismatch")
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+@pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(3), range(2))))
+def test_c_entries_exist(kind, d):
+    from fastppo.kernels import cabi
+
+    assert cabi.address(kind, d) > 0
