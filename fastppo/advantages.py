@@ -25,16 +25,10 @@ from typing import Any
 import numpy as np
 
 from fastppo import _checks as C
+from fastppo._fastpath import GAE, RETURNS, VTRACE
+from fastppo._fastpath import fast as _fast
 from fastppo._jit import PARALLEL_MIN_ELEMENTS, num_threads
 from fastppo.kernels import advantages as K
-
-try:
-    from fastppo._cy import _fast
-except ImportError as e:  # pragma: no cover - exercised only on a broken install
-    raise ImportError(
-        "fastppo.advantages needs the compiled extension fastppo._cy._fast, which is missing "
-        "or stale; build it with `pip install -e .` (rerun after editing a .pyx)"
-    ) from e
 
 __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
 
@@ -53,16 +47,11 @@ _STATUS_NAMES = {
 _BLOCK_ALIGN = 16
 
 
-def _load_entry(kind: int, d: int) -> int:
-    from fastppo.kernels import cabi  # compiles C entries on demand: first use only
-
-    return cabi.address(kind, d)
-
-
 # The fast path (fastppo._cy._fast) takes plain numpy calls below the parallel
 # size and hands anything else back (None) to the general path below, which
 # validates in full and raises the house errors.
-_fast.configure(_load_entry, PARALLEL_MIN_ELEMENTS, K.HAS_TRUNC, K.HAS_FINAL, K.HAS_VALID)
+for _kind in (GAE, VTRACE, RETURNS):
+    _fast.set_limit(_kind, PARALLEL_MIN_ELEMENTS)
 
 
 class _Sweep:

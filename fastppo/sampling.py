@@ -31,6 +31,8 @@ import numpy as np
 
 from fastppo import codec as _codec
 from fastppo._checks import as_array, describe, fail
+from fastppo._fastpath import CATEGORICAL
+from fastppo._fastpath import fast as _fast
 from fastppo.kernels import sampling as _k
 
 _F32 = np.dtype(np.float32)
@@ -62,6 +64,8 @@ _NOMASK_RO.flags.writeable = False
 PARALLEL_MIN_LOGITS = 1 << 18
 
 _OFFS: dict[int, np.ndarray] = {}
+# Below the parallel size, plain numpy calls take the Cython fast path.
+_fast.set_limit(CATEGORICAL, PARALLEL_MIN_LOGITS)
 
 
 def _offs1(a: int) -> np.ndarray:
@@ -284,9 +288,13 @@ def sample_categorical(
     sum_k e_k``; ``log p = (l_a - max l) - log s``. The float32 ``exp`` used is
     within 2 ulp (see :mod:`fastppo.kernels.sampling`); sums are float64.
     """
+    # The N = 1 actor loop pays this layer on every step: the Cython fast path
+    # takes plain numpy calls (C-level header checks, C entry of the serial
+    # kernel); anything else comes back as None and is validated below.
+    res = _fast.sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out)
+    if res is not None:
+        return res
     fn = "sample_categorical"
-    # The N = 1 actor loop pays this layer on every step: plain type/identity
-    # checks first, the general validators only when a fast check fails.
     x = logits if type(logits) is np.ndarray else as_array(fn, "logits", logits)
     dt = x.dtype
     if dt is not _F32 and dt is not _F64:

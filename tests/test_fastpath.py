@@ -1,4 +1,4 @@
-"""The Cython small-call fast path of the advantage sweeps (``fastppo._cy._fast``).
+"""The Cython small-call fast path (``fastppo._cy._fast``): sweeps and categorical sampling.
 
 It must agree bit for bit with the general path, take the plain numpy case,
 and hand every unusual call back (None) so that the general path validates and
@@ -15,6 +15,7 @@ import pytest
 
 import fastppo
 from fastppo import advantages as A
+from fastppo import sampling as S
 from fastppo._cy import _fast
 
 
@@ -25,7 +26,7 @@ class _NoFast:
     def gae(*args):
         return None
 
-    vtrace = discounted_returns = gae
+    vtrace = discounted_returns = sample_categorical = gae
 
 
 def _case(rng, T, N, dt, one_d=False):
@@ -186,7 +187,84 @@ def test_fast_path_is_thread_safe():
     assert not errors
 
 
-@pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(3), range(2))))
+def _categorical_calls(x, mask):
+    calls = {}
+    for name, m in (("plain", None), ("masked", mask), ("uint8 mask", mask.view(np.uint8))):
+        for det in (False, True):
+            for with_out in (False, True):
+                key = f"{name}-det{det}-out{with_out}"
+
+                def call(m=m, det=det, with_out=with_out):
+                    n = x.shape[0]
+                    out = (np.full(n, -7), np.full(n, -7.0, np.float32)) if with_out else None
+                    return fastppo.sample_categorical(
+                        x, m, seed=2**63 + 5, counter=11, env_offset=3, deterministic=det, out=out
+                    )
+
+                calls[key] = call
+    return calls
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 4), (37, 6), (130, 1)])
+def test_categorical_fast_path_equals_general_path(dt, shape, monkeypatch):
+    rng = np.random.default_rng(9)
+    x = (2 * rng.standard_normal(shape)).astype(dt)
+    mask = rng.random(shape) < 0.7
+    mask[:, 0] = True
+    fast = {k: f() for k, f in _categorical_calls(x, mask).items()}
+    monkeypatch.setattr(S, "_fast", _NoFast)
+    for k, f in _categorical_calls(x, mask).items():
+        (ga, gl), (wa, wl) = fast[k], f()
+        assert ga.dtype == wa.dtype and gl.dtype == wl.dtype, k
+        np.testing.assert_array_equal(ga, wa, err_msg=k)
+        np.testing.assert_array_equal(gl, wl, err_msg=k)
+
+
+def test_categorical_fast_path_hands_unusual_calls_back():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    mask = np.ones((6, 3), bool)
+    a, lp = np.empty(6, np.int64), np.empty(6, np.float32)
+    assert _fast.sample_categorical(x, mask, 1, 2, 0, False, (a, lp)) is not None
+    ro = x.copy()
+    ro.flags.writeable = False
+    bad_row = x.copy()
+    bad_row[4, 1] = np.nan
+    refused = {
+        "list logits": (x.tolist(), None, 1, 2, 0, False, None),
+        "float16 logits": (x.astype(np.float16), None, 1, 2, 0, False, None),
+        "read-only logits": (ro, None, 1, 2, 0, False, None),
+        "strided logits": (x[::2], None, 1, 2, 0, False, None),
+        "int8 mask": (x, mask.astype(np.int8), 1, 2, 0, False, None),
+        "mask shape": (x, mask[:3], 1, 2, 0, False, None),
+        "negative seed": (x, None, -1, 2, 0, False, None),
+        "seed >= 2**64": (x, None, 2**64, 2, 0, False, None),
+        "numpy counter": (x, None, 1, np.uint64(2), 0, False, None),
+        "env_offset past 2**32": (x, None, 1, 2, 2**32 - 3, False, None),
+        "int deterministic": (x, None, 1, 2, 0, 1, None),
+        "out of int32": (x, None, 1, 2, 0, False, (a.astype(np.int32), lp)),
+        "out aliasing itself": (x, None, 1, 2, 0, False, (a, a.view(np.float32)[:6])),
+        "NaN logit": (bad_row, None, 1, 2, 0, False, (a, lp)),
+        "large batch": (
+            np.zeros((S.PARALLEL_MIN_LOGITS, 1), np.float32),
+            None,
+            1,
+            2,
+            0,
+            False,
+            None,
+        ),
+    }
+    for why, args in refused.items():
+        assert _fast.sample_categorical(*args) is None, why
+    a[:] = -7
+    with pytest.raises(ValueError, match="env 4"):
+        fastppo.sample_categorical(bad_row, seed=1, counter=2, out=(a, lp))
+    assert (a == -7).all()
+
+
+@pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(4), range(2))))
 def test_c_entries_exist(kind, d):
     from fastppo.kernels import cabi
 

@@ -6,12 +6,9 @@ from typing import Any
 import numpy as np
 
 def configure(
-    loader: Callable[[int, int], int],
-    max_elements: int,
-    has_trunc: int,
-    has_final: int,
-    has_valid: int,
+    loader: Callable[[int, int], int], has_trunc: int, has_final: int, has_valid: int
 ) -> None: ...
+def set_limit(kind: int, size: int) -> None: ...
 def gae(
     rewards: Any,
     values: Any,
@@ -51,3 +48,12 @@ def discounted_returns(
     gamma: Any,
     out: Any,
 ) -> np.ndarray | None: ...
+def sample_categorical(
+    logits: Any,
+    mask: Any,
+    seed: Any,
+    counter: Any,
+    env_offset: Any,
+    deterministic: Any,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray] | None: ...

@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""The small-call fast path of ``gae``, ``vtrace`` and ``discounted_returns``.
+"""The small-call fast path of ``gae``, ``vtrace``, ``discounted_returns`` and
+``sample_categorical``.
 
 For a small sweep the Python layer and Numba's dispatch are the whole cost:
 typing and unboxing 13-19 arguments alone takes ~2 us, the general
-validation ~20 us more. Here the common case -- plain C-contiguous, aligned,
+validation 5-20 us more. Here the common case -- plain C-contiguous, aligned,
 native-order numpy arrays of matching dtypes, bool/uint8 flags, float
 hyperparameters -- is recognised with a few C-level reads of each array
 header, the memory ranges of outputs and inputs are compared in C, and the
@@ -20,8 +21,10 @@ and holds no error messages of its own; on a nonzero kernel status nothing
 was written.
 
 Entry points are resolved on first use by ``loader(kind, dtype_index)``
-(kind 0 gae, 1 vtrace, 2 discounted_returns; dtype 0 float32, 1 float64),
-so a process compiles or loads only the ones it calls.
+(kind 0 gae, 1 vtrace, 2 discounted_returns, 3 categorical; dtype 0 float32,
+1 float64), so a process compiles or loads only the ones it calls. Each kind
+takes problems below its ``set_limit`` size (elements or logits): above it
+the public layer's parallel build is the better choice.
 
 Rebuild after editing: ``pip install -e .``.
 """
@@ -38,6 +41,10 @@ ctypedef int64_t (*vtrace_fn)(void*, void*, void*, void*, void*, unsigned char*,
                               unsigned char*, void*, unsigned char*, int64_t, double,
                               double, double, double, double, int64_t, int64_t,
                               void*, void*) noexcept nogil
+ctypedef int64_t (*categorical_fn)(void*, int64_t, unsigned char*, int64_t, int64_t, int64_t,
+                                   int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t*,
+                                   float*) noexcept nogil
 ctypedef int64_t (*returns_fn)(void*, void*, unsigned char*, unsigned char*, void*,
                                unsigned char*, int64_t, double, int64_t, int64_t,
                                void*) noexcept nogil
@@ -48,24 +55,34 @@ cdef enum:
     HAS_FINAL = 2
     HAS_VALID = 4
 
-cdef void* _entries[3][2]
+cdef enum:
+    N_KINDS = 4
+cdef void* _entries[N_KINDS][2]
+cdef Py_ssize_t _limits[N_KINDS]
 cdef object _loader = None
-cdef Py_ssize_t _max_elements = 0
+cdef unsigned char _no_mask = 0
 
 cdef int _FLOAT_FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED
 cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
 
 
-def configure(loader, Py_ssize_t max_elements, int has_trunc, int has_final, int has_valid):
-    """Set the entry-point loader and the size from which the general path runs."""
-    global _loader, _max_elements
+def configure(loader, int has_trunc, int has_final, int has_valid):
+    """Set the entry-point loader (limits start at 0: nothing is taken)."""
+    global _loader
     if (has_trunc, has_final, has_valid) != (HAS_TRUNC, HAS_FINAL, HAS_VALID):
         raise RuntimeError("fastppo._cy._fast is stale; rebuild with `pip install -e .`")
     _loader = loader
-    _max_elements = max_elements
-    for k in range(3):
+    for k in range(N_KINDS):
+        _limits[k] = 0
         for d in range(2):
             _entries[k][d] = NULL
+
+
+def set_limit(int kind, Py_ssize_t size):
+    """Kind ``kind`` takes problems of fewer than ``size`` elements (logits)."""
+    if not 0 <= kind < N_KINDS:
+        raise ValueError(f"set_limit: kind must be in [0, {N_KINDS}), got {kind}")
+    _limits[kind] = size
 
 
 cdef void* _entry(int kind, int d) except? NULL:
@@ -164,7 +181,7 @@ cdef class _Batch:
         self.n_spans += 1
         return True
 
-    cdef bint take(self, object rewards, object last_values, object terminated,
+    cdef bint take(self, int kind, object rewards, object last_values, object terminated,
                    object truncated, object final_values, object valid) noexcept:
         """Recognise the inputs every sweep has; False: use the general path."""
         if type(rewards) is not cnp.ndarray:
@@ -188,7 +205,7 @@ cdef class _Batch:
             self.N = cnp.PyArray_DIM(r, 1)
         else:
             return False
-        if self.T == 0 or self.N == 0 or self.T * self.N >= _max_elements:
+        if self.T == 0 or self.N == 0 or self.T * self.N >= _limits[kind]:
             return False
         self.r = r
         self.n_spans = 0
@@ -284,6 +301,20 @@ cdef class _Batch:
         return outs
 
 
+cdef inline bint _vector_out(object x, int typenum, Py_ssize_t n) noexcept:
+    """``x`` is a writeable, aligned, C-contiguous [n] ndarray of ``typenum``."""
+    if type(x) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    return (
+        cnp.PyArray_TYPE(a) == typenum
+        and cnp.PyArray_ISNOTSWAPPED(a)
+        and cnp.PyArray_CHKFLAGS(a, _OUT_FLAGS)
+        and cnp.PyArray_NDIM(a) == 1
+        and cnp.PyArray_DIM(a, 0) == n
+    )
+
+
 cdef inline void* _data(object a) noexcept:
     return cnp.PyArray_DATA(<cnp.ndarray>a)
 
@@ -294,7 +325,7 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     if not (_unit(gamma) and _unit(gae_lambda)):
         return None
     cdef _Batch b = _Batch.__new__(_Batch)
-    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+    if not b.take(0, rewards, last_values, terminated, truncated, final_values, valid):
         return None
     if not b.take_float(values):
         return None
@@ -321,7 +352,7 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
             and _positive(pg_rho_bar)):
         return None
     cdef _Batch b = _Batch.__new__(_Batch)
-    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+    if not b.take(1, rewards, last_values, terminated, truncated, final_values, valid):
         return None
     if not (b.take_float(values) and b.take_float(behavior_logp) and b.take_float(target_logp)):
         return None
@@ -354,7 +385,7 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     if truncated is not None and final_values is None:
         return None
     cdef _Batch b = _Batch.__new__(_Batch)
-    if not b.take(rewards, last_values, terminated, truncated, final_values, valid):
+    if not b.take(2, rewards, last_values, terminated, truncated, final_values, valid):
         return None
     outs = b.outputs(out, 1)
     if outs is None:
@@ -367,3 +398,97 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     with nogil:
         code = fn(pr, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, b.T, b.N, pret)
     return outs[0] if code == 0 else None
+
+
+def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out):
+    """``fastppo.sample_categorical`` for the common case; None: the general path."""
+    if type(logits) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray x = <cnp.ndarray>logits
+    cdef int t = cnp.PyArray_TYPE(x)
+    cdef int d
+    if t == cnp.NPY_FLOAT32:
+        d = 0
+    elif t == cnp.NPY_FLOAT64:
+        d = 1
+    else:
+        return None
+    if not (cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_ISNOTSWAPPED(x)
+            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE)):
+        return None  # read-only logits compile another kernel variant: general path
+    cdef int64_t n = cnp.PyArray_DIM(x, 0), a = cnp.PyArray_DIM(x, 1)
+    if a == 0 or n * a >= _limits[3]:
+        return None
+    if type(deterministic) is not bool or type(seed) is not int or type(counter) is not int:
+        return None
+    if type(env_offset) is not int:
+        return None
+    cdef unsigned long long sd, ct
+    cdef long long eo
+    try:
+        sd = seed
+        ct = counter
+        eo = env_offset
+    except OverflowError:  # negative or >= 2**64: the general path explains
+        return None
+    if eo < 0 or eo + n > (<long long>1 << 32):
+        return None
+    cdef unsigned char* pm = &_no_mask
+    cdef int64_t m_rows = 1, m_cols = 1, has_mask = 0
+    cdef cnp.ndarray m
+    cdef int mt
+    cdef Span spans[2]
+    cdef int n_spans = 1
+    spans[0] = _span(x)
+    if mask is not None:
+        if type(mask) is not cnp.ndarray:
+            return None
+        m = <cnp.ndarray>mask
+        mt = cnp.PyArray_TYPE(m)
+        if not ((mt == cnp.NPY_BOOL or mt == cnp.NPY_UINT8)
+                and cnp.PyArray_CHKFLAGS(m, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_WRITEABLE)
+                and _same_shape(m, x)):
+            return None
+        pm = <unsigned char*>cnp.PyArray_DATA(m)
+        m_rows = n
+        m_cols = a
+        has_mask = 1
+        spans[1] = _span(m)
+        n_spans = 2
+    cdef cnp.npy_intp dim = n
+    cdef int i, j
+    cdef Span so[2]
+    if out is None:
+        act = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
+        logp = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_FLOAT32, 0)
+    elif (type(out) is tuple or type(out) is list) and len(out) == 2:
+        act = out[0]
+        logp = out[1]
+        if not (_vector_out(act, cnp.NPY_INT64, n) and _vector_out(logp, cnp.NPY_FLOAT32, n)):
+            return None
+        so[0] = _span(<cnp.ndarray>act)
+        so[1] = _span(<cnp.ndarray>logp)
+        if _overlap(so[0], so[1]):
+            return None
+        for i in range(2):
+            for j in range(n_spans):
+                if _overlap(so[i], spans[j]):
+                    return None
+    else:
+        return None
+    cdef categorical_fn fn = <categorical_fn>_entry(3, d)
+    cdef int64_t offs[2]
+    offs[0] = 0
+    offs[1] = a
+    cdef void* px = cnp.PyArray_DATA(x)
+    cdef int64_t* pa = <int64_t*>_data(act)
+    cdef float* pl = <float*>_data(logp)
+    cdef int64_t det = 1 if deterministic else 0
+    # out= given: validate every row before writing (nothing written on error)
+    cdef int64_t pre = 0 if out is None else 1
+    cdef int64_t st
+    with nogil:
+        st = fn(px, d, pm, m_rows, m_cols, has_mask, offs, <int64_t>(sd & 0xFFFFFFFFULL),
+                <int64_t>(sd >> 32), <int64_t>(ct & 0xFFFFFFFFULL), <int64_t>(ct >> 32), eo,
+                det, pre, n, a, pa, pl)
+    return (act, logp) if st < 0 else None

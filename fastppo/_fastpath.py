@@ -1,0 +1,33 @@
+"""The Cython small-call fast path (``fastppo._cy._fast``), configured once.
+
+The public functions try ``fast.<name>(...)`` first; it returns ``None`` for
+anything but the plain numpy case below each kind's size limit (set by the
+module that owns the kernel), and the general path runs instead. C entry
+points (:mod:`fastppo.kernels.cabi`) are compiled or loaded on first use.
+"""
+
+from __future__ import annotations
+
+from fastppo.kernels import advantages as _ka
+
+try:
+    from fastppo._cy import _fast as fast
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "fastppo needs the compiled extension fastppo._cy._fast, which is missing or stale; "
+        "build it with `pip install -e .` (rerun after editing a .pyx)"
+    ) from e
+
+# Kinds, as fastppo.kernels.cabi.entry numbers them.
+GAE, VTRACE, RETURNS, CATEGORICAL = range(4)
+
+
+def _load_entry(kind: int, d: int) -> int:
+    from fastppo.kernels import cabi  # numba cfuncs: compiled or loaded on demand
+
+    return cabi.address(kind, d)
+
+
+fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID)
+
+__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast"]
