@@ -6,8 +6,22 @@ independent, so ``prange`` runs over blocks of envs and the inner loop runs
 over the envs of one block -- contiguous in memory, so LLVM vectorises it and
 the sweep streams at memory bandwidth.
 
-The carried quantity (``A_{t+1}``, or ``vs_{t+1} - V_{t+1}``) is read back from
-the output row just written, so the kernels need no scratch memory.
+Time chunks: streaming memory backwards is ~3x slower than forwards here, so
+GAE and V-trace read each chunk of ``CHUNK`` rows forwards (the carry-free
+part of the recurrence) and then sweep it backwards while it is in L2. GAE
+reads its carry ``A_{t+1}`` back from the output row just written; V-trace
+keeps two scratch rows per step of the chunk (its carry weights) and the carry
+row ``vs_{t+1} - V_{t+1}``.
+
+V-trace's ratio ``rho = exp(target_logp - behavior_logp)`` is computed in
+float32 with :func:`fastppo.kernels.fastmath.expf32` (vectorised, relative
+error <= 1.2e-7) when both log-probs and the values are float32, else with
+float64 ``math.exp``.
+
+Validation comes first and is complete before the first write (a bad input
+leaves the outputs untouched): every input is checked row by row, forwards,
+in contiguous row ranges (``_parts``: at least 2, one per block), so the rows
+checked last are the first the backward sweep reads, still in cache.
 
 Optional inputs: every array argument has the full ``[T, N]`` shape. The
 public layer passes a stand-in for an absent one (``terminated`` for
@@ -30,7 +44,8 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import kernel, kernel_pair
+from fastppo._jit import inline, kernel, kernel_pair
+from fastppo.kernels.fastmath import expf32
 
 # Status codes the sweeps return; nonzero means nothing was written.
 OK = 0
@@ -54,58 +69,107 @@ HAS_VALID = 4
 # in L2: 32 rows x 7 arrays x a 256-env float32 row ~ 230 KiB.
 CHUNK = 32
 
+# Minimum number of row ranges the validation pass is split into.
+VALIDATE_PARTS = 2
 
-@kernel
-def _nonfinite(x, n0, n1):  # pragma: no cover - compiled
-    """True if ``x[:, n0:n1]`` holds a NaN or +-inf.
+
+@inline
+def _row_bad(row):  # pragma: no cover - compiled
+    """Number of NaN/+-inf entries of a contiguous row.
 
     ``x - x`` is 0 for finite ``x`` and NaN otherwise; counting the comparisons
     is an integer reduction, which LLVM vectorises without fastmath.
     """
     bad = 0
-    for t in range(x.shape[0]):
-        row = x[t, n0:n1]
-        for n in range(row.shape[0]):
-            bad += int((row[n] - row[n]) != 0)
-    return bad != 0
+    for n in range(row.shape[0]):
+        bad += int((row[n] - row[n]) != 0)
+    return bad
 
 
-@kernel
-def _bad_final(terminated, truncated, final_values, n0, n1):  # pragma: no cover - compiled
-    """True if a truncated (not terminated) step's final value is not finite."""
+@inline
+def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
+    """Number of truncated (not terminated) entries whose final value is not finite."""
     bad = 0
-    for t in range(final_values.shape[0]):
-        te = terminated[t, n0:n1]
-        tr = truncated[t, n0:n1]
-        fv = final_values[t, n0:n1]
-        for n in range(fv.shape[0]):
-            boot = (tr[n] != 0) & (te[n] == 0)
-            bad += int(boot & ((fv[n] - fv[n]) != 0))
-    return bad != 0
+    for n in range(fv.shape[0]):
+        boot = (tr[n] != 0) & (te[n] == 0)
+        bad += int(boot & ((fv[n] - fv[n]) != 0))
+    return bad
 
 
 @kernel
-def _check_block(  # pragma: no cover - compiled
-    rewards, values, has_values, last_values, terminated, truncated, final_values, options, n0, n1
+def _check_rows(  # pragma: no cover - compiled
+    rewards,
+    values,
+    has_values,
+    behavior_logp,
+    target_logp,
+    has_logp,
+    terminated,
+    truncated,
+    final_values,
+    options,
+    t0,
+    t1,
 ):
-    """Status of the envs ``n0:n1``: the first non-finite input, or OK."""
-    if _nonfinite(rewards, n0, n1):
-        return BAD_REWARDS
-    if has_values and _nonfinite(values, n0, n1):
-        return BAD_VALUES
-    if _nonfinite(last_values.reshape(1, last_values.shape[0]), n0, n1):
-        return BAD_LAST_VALUES
-    if (options & HAS_TRUNC) and (options & HAS_FINAL):
-        if _bad_final(terminated, truncated, final_values, n0, n1):
-            return BAD_FINAL_VALUES
-    return OK
+    """Bit mask (bit ``code``) of the inputs with a non-finite entry in rows ``t0:t1``.
+
+    All arrays are checked row by row together, forwards: the last rows
+    checked are the first the backward sweep reads, and they are still in
+    cache when it starts.
+    """
+    bad_r = 0
+    bad_v = 0
+    bad_b = 0
+    bad_t = 0
+    bad_f = 0
+    check_final = ((options & HAS_TRUNC) != 0) and ((options & HAS_FINAL) != 0)
+    for t in range(t0, t1):
+        bad_r += _row_bad(rewards[t])
+        if has_values:
+            bad_v += _row_bad(values[t])
+        if has_logp:
+            bad_b += _row_bad(behavior_logp[t])
+            bad_t += _row_bad(target_logp[t])
+        if check_final:
+            bad_f += _row_bad_final(terminated[t], truncated[t], final_values[t])
+    mask = 0
+    if bad_r:
+        mask |= 1 << BAD_REWARDS
+    if bad_v:
+        mask |= 1 << BAD_VALUES
+    if bad_f:
+        mask |= 1 << BAD_FINAL_VALUES
+    if bad_b:
+        mask |= 1 << BAD_BEHAVIOR_LOGP
+    if bad_t:
+        mask |= 1 << BAD_TARGET_LOGP
+    return mask
 
 
 @kernel
-def _first_bad(status):  # pragma: no cover - compiled
-    for b in range(status.shape[0]):
-        if status[b] != OK:
-            return status[b]
+def _parts(T, nblocks):  # pragma: no cover - compiled
+    """Row ranges the validation pass is split into: at least 2, else one per block.
+
+    Contiguous row ranges stream forwards through whole rows; the serial
+    build runs them one after another, with the same outcome.
+    """
+    return max(1, min(T, max(VALIDATE_PARTS, nblocks)))
+
+
+@kernel
+def _status(masks, last_values):  # pragma: no cover - compiled
+    """The lowest code of a non-finite input (OK if none) from the parts' masks.
+
+    Combining the masks makes the reported input independent of the split.
+    """
+    mask = 0
+    for p in range(masks.shape[0]):
+        mask |= masks[p]
+    if _row_bad(last_values):
+        mask |= 1 << BAD_LAST_VALUES
+    for code in range(1, BAD_TARGET_LOGP + 1):
+        if mask & (1 << code):
+            return code
     return OK
 
 
@@ -207,25 +271,27 @@ def gae_kernel(  # pragma: no cover - compiled
     gamma = rewards.dtype.type(gamma_)
     gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
-    # Validate every block before any block writes: a bad input leaves the
+    # Validate everything before the first write: a bad input leaves the
     # outputs untouched.
-    status = np.zeros(nblocks, np.int64)
-    for b in numba.prange(nblocks):
-        n0 = b * block
-        n1 = min(N, n0 + block)
-        status[b] = _check_block(
+    T = rewards.shape[0]
+    nparts = _parts(T, nblocks)
+    masks = np.zeros(nparts, np.int64)
+    for p in numba.prange(nparts):
+        masks[p] = _check_rows(
             rewards,
             values,
             True,
-            last_values,
+            rewards,
+            rewards,
+            False,
             terminated,
             truncated,
             final_values,
             options,
-            n0,
-            n1,
+            p * T // nparts,
+            (p + 1) * T // nparts,
         )
-    code = _first_bad(status)
+    code = _status(masks, last_values)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
@@ -250,6 +316,100 @@ def gae_kernel(  # pragma: no cover - compiled
     return OK
 
 
+@inline
+def _clip(rho, bar):  # pragma: no cover - compiled
+    """``min(bar, rho)`` as a plain select: Numba's ``min`` checks for NaN
+    with branches, which keeps a loop scalar (rho is never NaN here)."""
+    return rho if rho < bar else bar
+
+
+# V-trace's row loops are separate functions with few array arguments each:
+# LLVM vectorises a loop only if it can rule out overlap between the arrays it
+# writes and the others with a handful of runtime checks, and one loop over
+# all ten rows of a step stays scalar (measured: 2-3x slower).
+
+
+@kernel
+def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
+    """``rho = exp(target_logp - behavior_logp)`` over one row.
+
+    float32 log-probs with float32 outputs: the difference and the exp in
+    float32 (``expf32``, vectorised; relative error <= 1.2e-7, below the
+    output's rounding). Otherwise float64 ``math.exp`` (a libm call, scalar).
+    """
+    if f32:
+        for n in range(rho.shape[0]):
+            rho[n] = expf32(np.float32(target_logp[n]) - np.float32(behavior_logp[n]))
+    else:
+        for n in range(rho.shape[0]):
+            rho[n] = math.exp(float(target_logp[n]) - float(behavior_logp[n]))
+
+
+@kernel
+def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no cover - compiled
+    """``d = r + gamma * nv - V`` over one row (``nv`` as in GAE)."""
+    zero = r.dtype.type(0)
+    for n in range(d_row.shape[0]):
+        nv = nvr[n]
+        f = fv[n] if has_final else nv
+        boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
+        d_row[n] = r[n] + gamma * boot - v[n]
+
+
+@kernel
+def _vt_on_row(te, tr, ok, has_valid, on):  # pragma: no cover - compiled
+    """``on`` = the trace continues past this step: valid and neither terminated nor truncated."""
+    for n in range(on.shape[0]):
+        on[n] = ((ok[n] != 0) | (not has_valid)) & ((te[n] | tr[n]) == 0)
+
+
+@kernel
+def _vt_scale_row(
+    rho, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_row
+):  # pragma: no cover - compiled
+    """``vs = min(rho_bar, rho) * d``, ``pg = min(pg_rho_bar, rho) * d``; 0 if invalid.
+
+    ``d`` arrives in ``vs``.
+    """
+    zero = vs_row.dtype.type(0)
+    for n in range(vs_row.shape[0]):
+        p = rho[n]
+        d = vs_row[n]
+        good = (ok[n] != 0) | (not has_valid)
+        vs_row[n] = _clip(p, rho_bar) * d if good else zero
+        pg_row[n] = _clip(p, pg_rho_bar) * d if good else zero
+
+
+@kernel
+def _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw):  # pragma: no cover - compiled
+    """Carry weights ``cw = gamma * lam * min(c_bar, rho)`` (``rho`` in ``cw``) and
+    ``pw = gamma * min(pg_rho_bar, rho)``; 0 where the trace is cut."""
+    zero = cw.dtype.type(0)
+    for n in range(cw.shape[0]):
+        p = cw[n]
+        o = on[n]
+        cw[n] = gamma_lam * _clip(p, c_bar) if o else zero
+        pw[n] = gamma * _clip(p, pg_rho_bar) if o else zero
+
+
+@kernel
+def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compiled
+    """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
+    zero = v.dtype.type(0)
+    for n in range(v.shape[0]):
+        x = carry[n]
+        c = cw[n]
+        p = pw[n]
+        # A zero weight (cut trace, invalid row) adds exactly 0, even when the
+        # carry overflowed to inf (an unclipped rho of +inf).
+        dc = c * x if c != 0 else zero
+        pc = p * x if p != 0 else zero
+        diff = vs_row[n] + dc
+        pg_row[n] += pc
+        carry[n] = diff
+        vs_row[n] = v[n] + diff
+
+
 @kernel
 def _vtrace_block(  # pragma: no cover - compiled
     behavior_logp,
@@ -264,55 +424,75 @@ def _vtrace_block(  # pragma: no cover - compiled
     options,
     gamma,
     lam,
-    rho_bar,
-    c_bar,
-    pg_rho_bar,
+    rho_bar_,
+    c_bar_,
+    pg_rho_bar_,
     n0,
     n1,
     vs,
     pg_adv,
 ):
-    """V-trace over the envs ``n0:n1``, one backward pass (rows sliced as in GAE)."""
+    """V-trace over the envs ``n0:n1``, in time chunks like GAE.
+
+    Pass 1 (forwards over a chunk): ``rho``; ``vs = min(rho_bar, rho) * d`` and
+    ``pg = min(pg_rho_bar, rho) * d`` with ``d = r + gamma * nv - V`` (the
+    carry-free parts); into scratch the carry weights
+    ``cw = gamma * lam * min(c_bar, rho)`` and ``pw = gamma * min(pg_rho_bar, rho)``
+    (0 where the trace is cut). Pass 2 (backwards):
+    ``diff_t = vs_t + cw_t * diff_{t+1}``, ``pg_t += pw_t * diff_{t+1}``,
+    ``vs_t = V_t + diff_t``; ``diff_T = 0``.
+    """
     T = rewards.shape[0]
     W = n1 - n0
-    zero = rewards.dtype.type(0)
+    dt = rewards.dtype.type
+    rho_bar = dt(rho_bar_)
+    c_bar = dt(c_bar_)
+    pg_rho_bar = dt(pg_rho_bar_)
+    gamma_lam = dt(gamma * lam)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    # The carry vs_{t+1} - V_{t+1}, one scratch row per block.
-    carry_row = np.zeros(W, rewards.dtype)
-    for t in range(T - 1, -1, -1):
-        nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
-        r = rewards[t, n0:n1]
-        v = values[t, n0:n1]
-        te = terminated[t, n0:n1]
-        tr = truncated[t, n0:n1]
-        fv = final_values[t, n0:n1]
-        ok = valid[t, n0:n1]
-        blp = behavior_logp[t, n0:n1]
-        tlp = target_logp[t, n0:n1]
-        vs_row = vs[t, n0:n1]
-        pg_row = pg_adv[t, n0:n1]
-        for n in range(W):
-            nv = nvr[n]
-            f = fv[n] if has_final else nv
-            cut = (te[n] | tr[n]) != 0
-            boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
-            carry = zero if cut else carry_row[n]
-            # log-ratio in float64: log-probs may be float64 with float32 values.
-            rho = math.exp(float(tlp[n]) - float(blp[n]))
-            rho_c = rewards.dtype.type(min(rho_bar, rho))
-            c = rewards.dtype.type(lam * min(c_bar, rho))
-            rho_pg = rewards.dtype.type(min(pg_rho_bar, rho))
-            diff = rho_c * (r[n] + gamma * boot - v[n]) + gamma * c * carry
-            # boot + carry is vs_{t+1} inside an episode and the bootstrap
-            # value at a boundary (carry is 0 there).
-            pg = rho_pg * (r[n] + gamma * (boot + carry) - v[n])
-            good = (ok[n] != 0) | (not has_valid)
-            diff = diff if good else zero
-            pg = pg if good else zero
-            carry_row[n] = diff
-            vs_row[n] = v[n] + diff
-            pg_row[n] = pg
+    f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
+    # Scratch for one chunk of the block (2 x CHUNK rows, in L2 with the
+    # chunk's input and output rows) and the carry diff_{t+1}.
+    cws = np.empty((CHUNK, W), rewards.dtype)
+    pws = np.empty((CHUNK, W), rewards.dtype)
+    on = np.empty(W, np.bool_)
+    carry = np.zeros(W, rewards.dtype)
+    t_hi = T
+    while t_hi > 0:
+        t_lo = max(0, t_hi - CHUNK)
+        for t in range(t_lo, t_hi):
+            cw = cws[t - t_lo]
+            vs_row = vs[t, n0:n1]
+            ok = valid[t, n0:n1]
+            te = terminated[t, n0:n1]
+            tr = truncated[t, n0:n1]
+            nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
+            _vt_rho_row(target_logp[t, n0:n1], behavior_logp[t, n0:n1], f32, cw)
+            _vt_td_row(
+                nvr,
+                rewards[t, n0:n1],
+                values[t, n0:n1],
+                te,
+                tr,
+                final_values[t, n0:n1],
+                has_final,
+                gamma,
+                vs_row,
+            )
+            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[t, n0:n1])
+            _vt_on_row(te, tr, ok, has_valid, on)
+            _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[t - t_lo])
+        for t in range(t_hi - 1, t_lo - 1, -1):
+            _vt_back_row(
+                cws[t - t_lo],
+                pws[t - t_lo],
+                values[t, n0:n1],
+                carry,
+                vs[t, n0:n1],
+                pg_adv[t, n0:n1],
+            )
+        t_hi = t_lo
 
 
 @kernel_pair
@@ -345,34 +525,31 @@ def vtrace_kernel(  # pragma: no cover - compiled
     ``pg_t = min(pg_rho_bar, rho_t) * (r_t + gamma * nvs_t - V_t)`` where
     ``nvs_t = vs_{t+1}`` inside an episode and the bootstrap at a boundary.
 
-    The exp dominates, so this sweep is compute-bound: one backward pass.
-    Returns a status code.
+    Swept in time chunks (see ``_vtrace_block``); the exp dominates, so the
+    sweep is compute-bound on few cores. Returns a status code.
     """
     N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    status = np.zeros(nblocks, np.int64)
-    for b in numba.prange(nblocks):
-        n0 = b * block
-        n1 = min(N, n0 + block)
-        code = _check_block(
+    T = rewards.shape[0]
+    nparts = _parts(T, nblocks)
+    masks = np.zeros(nparts, np.int64)
+    for p in numba.prange(nparts):
+        masks[p] = _check_rows(
             rewards,
             values,
             True,
-            last_values,
+            behavior_logp,
+            target_logp,
+            True,
             terminated,
             truncated,
             final_values,
             options,
-            n0,
-            n1,
+            p * T // nparts,
+            (p + 1) * T // nparts,
         )
-        if code == OK and _nonfinite(behavior_logp, n0, n1):
-            code = BAD_BEHAVIOR_LOGP
-        if code == OK and _nonfinite(target_logp, n0, n1):
-            code = BAD_TARGET_LOGP
-        status[b] = code
-    code = _first_bad(status)
+    code = _status(masks, last_values)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
@@ -446,23 +623,25 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
     N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    status = np.zeros(nblocks, np.int64)
-    for b in numba.prange(nblocks):
-        n0 = b * block
-        n1 = min(N, n0 + block)
-        status[b] = _check_block(
+    T = rewards.shape[0]
+    nparts = _parts(T, nblocks)
+    masks = np.zeros(nparts, np.int64)
+    for p in numba.prange(nparts):
+        masks[p] = _check_rows(
             rewards,
             rewards,
             False,
-            last_values,
+            rewards,
+            rewards,
+            False,
             terminated,
             truncated,
             final_values,
             options,
-            n0,
-            n1,
+            p * T // nparts,
+            (p + 1) * T // nparts,
         )
-    code = _first_bad(status)
+    code = _status(masks, last_values)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
