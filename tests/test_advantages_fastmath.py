@@ -8,6 +8,7 @@ import pytest
 import fastppo
 import fastppo.advantages as adv_mod
 from fastppo._jit import kernel
+from fastppo.kernels import advantages as K
 from fastppo.kernels.fastmath import expf32
 from fastppo.reference import advantages as R
 
@@ -19,9 +20,16 @@ def _expf32_array(x, out):  # pragma: no cover - compiled
 
 
 def _expf32(x: np.ndarray) -> np.ndarray:
+    """expf32 as V-trace compiles it (its ratio row, FMA-contracted), and as
+    plain IEEE operations; both must meet the documented bound."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty_like(x)
-    _expf32_array(x, out)
+    K._vt_rho_row(x, np.zeros_like(x), True, out)
+    plain = np.empty_like(x)
+    _expf32_array(x, plain)
+    both = np.isfinite(out) & np.isfinite(plain) & (plain != 0)
+    np.testing.assert_allclose(out[both], plain[both], rtol=2.5e-7, atol=2.0**-149)
+    np.testing.assert_array_equal(out[~both], plain[~both])
     return out
 
 
