@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import fastppo
-import fastppo.advantages as adv_mod
 from fastppo.reference import advantages as R
 
 DTYPES = [np.float32, np.float64]
@@ -26,11 +25,10 @@ def make(rng, T, N, dt=np.float64, p_term=0.1, p_trunc=0.1):
 
 
 @pytest.fixture(params=["serial", "parallel"])
-def mode(request, monkeypatch):
+def mode(request, force_parallel_sweeps):
     """Run each test through the serial build and, forced, the parallel build."""
     if request.param == "parallel":
-        monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
-        monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", 1)
+        force_parallel_sweeps(1)
     return request.param
 
 
@@ -143,7 +141,7 @@ def test_against_reference(mode, dt, T, N, variant):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_serial_parallel_bit_identical(dt, monkeypatch):
+def test_serial_parallel_bit_identical(dt, force_parallel_sweeps):
     rng = np.random.default_rng(5)
     T, N = 300, 100
     r, v, lv, te, tr, fv = make(rng, T, N, dt)
@@ -154,8 +152,7 @@ def test_serial_parallel_bit_identical(dt, monkeypatch):
         fastppo.vtrace(blp, v, r, v, lv, te, tr, final_values=fv, lam=0.9),
         fastppo.discounted_returns(r, lv, te, tr, final_values=fv),
     )
-    monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", 16)
+    force_parallel_sweeps(16)
     par = (
         fastppo.gae(r, v, lv, te, tr, valid=valid),
         fastppo.vtrace(blp, v, r, v, lv, te, tr, final_values=fv, lam=0.9),

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import fastppo
-import fastppo.advantages as adv_mod
 from fastppo._jit import kernel
 from fastppo.kernels import advantages as K
 from fastppo.kernels.fastmath import expf32
@@ -65,10 +64,9 @@ def test_expf32_range_ends() -> None:
 
 
 @pytest.fixture(params=["serial", "parallel"])
-def mode(request, monkeypatch):
+def mode(request, force_parallel_sweeps):
     if request.param == "parallel":
-        monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
-        monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", 1)
+        force_parallel_sweeps(1)
     return request.param
 
 

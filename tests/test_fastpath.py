@@ -19,16 +19,6 @@ from fastppo import sampling as S
 from fastppo._cy import _fast
 
 
-class _NoFast:
-    """Stands in for the fast path: every call goes to the general path."""
-
-    @staticmethod
-    def gae(*args):
-        return None
-
-    vtrace = discounted_returns = sample_categorical = gae
-
-
 def _case(rng, T, N, dt, one_d=False):
     shape = (T,) if one_d else (T, N)
     r = rng.standard_normal(shape).astype(dt)
@@ -95,11 +85,11 @@ def _calls(r, v, fv, te, tr, lv, blp, tlp, valid):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("one_d", [False, True])
-def test_fast_path_equals_general_path_bit_for_bit(dt, one_d, monkeypatch):
+def test_fast_path_equals_general_path_bit_for_bit(dt, one_d, no_fast_path):
     rng = np.random.default_rng(7)
     arrays = _case(rng, 37, 5, dt, one_d)
     fast = {name: f(None) for name, f in _calls(*arrays)}
-    monkeypatch.setattr(A, "_fast", _NoFast)
+    no_fast_path()
     for name, f in _calls(*arrays):
         want = f(None)
         got = fast[name]
@@ -207,13 +197,13 @@ def _categorical_calls(x, mask):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1, 4), (37, 6), (130, 1)])
-def test_categorical_fast_path_equals_general_path(dt, shape, monkeypatch):
+def test_categorical_fast_path_equals_general_path(dt, shape, no_fast_path):
     rng = np.random.default_rng(9)
     x = (2 * rng.standard_normal(shape)).astype(dt)
     mask = rng.random(shape) < 0.7
     mask[:, 0] = True
     fast = {k: f() for k, f in _categorical_calls(x, mask).items()}
-    monkeypatch.setattr(S, "_fast", _NoFast)
+    no_fast_path()
     for k, f in _categorical_calls(x, mask).items():
         (ga, gl), (wa, wl) = fast[k], f()
         assert ga.dtype == wa.dtype and gl.dtype == wl.dtype, k

@@ -330,12 +330,13 @@ def _clip(rho, bar):  # pragma: no cover - compiled
 # all ten rows of a step stays scalar (measured: 2-3x slower).
 
 
-# FMA contraction (one of FASTMATH_SAFE's flags) only here: it fuses expf32's
-# polynomial and reduction steps, ~20% fewer instructions in the exp, which
-# dominates V-trace (measured 8% of the whole kernel); the accuracy quoted in
-# kernels/fastmath.py is measured through this function. Results then depend on
-# the CPU having FMA, but serial and parallel builds share this code.
-@kernel(fastmath=frozenset({"contract"}))
+# No FMA contraction here (it saved ~8% of the kernel): LLVM may contract the
+# vector body and the scalar remainder/alias-check fallback of a loop
+# differently, so an element's rounding would depend on its position in a
+# block and on buffer addresses, and serial and parallel results would differ
+# by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
+# caught it). Plain IEEE float32 operations round the same on every path.
+@kernel
 def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
     """``rho = exp(target_logp - behavior_logp)`` over one row.
 

@@ -20,16 +20,17 @@ per element, which no loop around it survives):
 
 Measured accuracy, against float64 ``math.exp``: an exhaustive scan of every
 float32 ``x`` in ``[-87.34, 88.72]`` (every normal result) gives a max relative
-error of 1.19e-7, i.e. at most 1 ulp of the result (2**-23), both as plain
-IEEE operations and FMA-contracted as V-trace compiles it; subnormal results
+error of 1.19e-7, i.e. at most 1 ulp of the result (2**-23), as plain IEEE
+operations (also when FMA-contracted); subnormal results
 (``-103.9 < x < -87.4``) are within one unit of 2**-149. ``expf32(88.72284)``
 and above give ``+inf`` (the true value rounds to inf), ``expf32(-104)`` and
 below give 0. ``tests/test_advantages_fastmath.py`` re-checks these on 2M
 random and 200k evenly spaced inputs.
 
 Written as single float32 IEEE operations, the result is the same on every
-CPU; a caller compiled with ``contract`` gets FMAs (fewer instructions, same
-error bound), identical in its serial and parallel builds.
+CPU and on every code path. Callers do not compile it with ``contract``: LLVM
+may fuse the vector body and the scalar remainder of a loop differently, which
+would make an element's rounding depend on its position.
 """
 
 from __future__ import annotations

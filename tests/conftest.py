@@ -1,0 +1,47 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+
+class _NoFastPath:
+    """Stands in for ``fastppo._cy._fast``: every call goes to the general path."""
+
+    @staticmethod
+    def gae(*args: object) -> None:
+        return None
+
+    vtrace = discounted_returns = sample_categorical = gae
+
+
+@pytest.fixture
+def force_parallel_sweeps(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Make every advantage sweep take the parallel build (blocks of ``align`` envs).
+
+    The small-call fast path (serial only) and the serial rule for memory-bound
+    sweeps on small machines are switched off too.
+    """
+    from fastppo import advantages as adv_mod
+
+    def force(align: int = 1) -> None:
+        monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
+        monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", align)
+        monkeypatch.setattr(adv_mod, "_SERIAL_MAX_THREADS", 0)
+        monkeypatch.setattr(adv_mod, "_fast", _NoFastPath)
+
+    return force
+
+
+@pytest.fixture
+def no_fast_path(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Switch off the Cython fast path in the public modules (general path only)."""
+    from fastppo import advantages, sampling
+
+    def off() -> None:
+        monkeypatch.setattr(advantages, "_fast", _NoFastPath)
+        monkeypatch.setattr(sampling, "_fast", _NoFastPath)
+
+    return off
