@@ -102,35 +102,82 @@ def test_uniforms_are_uniform() -> None:
 
 def test_env_normals_kernel_equals_reference() -> None:
     seed, counter = 0xABCDEF0123456789, 2**50 + 3
-    got = np.empty((300, 5))
+    got = np.empty((300, 5), dtype=np.float32)
     krng.env_normals(seed & 0xFFFFFFFF, seed >> 32, counter & 0xFFFFFFFF, counter >> 32, 17, got)
     np.testing.assert_array_equal(got, rrng.env_normals(seed, counter, 300, 5, 17))
 
 
 def test_log_and_sincos_are_accurate_and_match_reference() -> None:
-    """The vectorisable log / sin / cos behind Box-Muller, against the C library."""
+    """The vectorisable float32 log / sin / cos behind Box-Muller, against float64 libm."""
     from fastppo._jit import kernel
 
     @kernel
-    def run(x, lg, c, s):  # pragma: no cover - compiled
+    def run(x, k, lg, c, s):  # pragma: no cover - compiled
         for i in range(x.shape[0]):
-            lg[i] = krng.log_unit(1.0 - x[i])
-            c[i], s[i] = krng.sincos2pi(x[i])
+            lg[i] = krng.log32(x[i])
+        for i in range(k.shape[0]):
+            c[i], s[i] = krng.sincos24(k[i])
 
     g = np.random.default_rng(0)
-    x = np.concatenate(
-        [g.random(200_000), np.arange(8) / 8, [1 - 2.0**-53, 2.0**-53, 0.5 - 2.0**-54]]
+    ia = np.concatenate(
+        [g.integers(0, 2**31, 1_000_000), [0, 1, 2, 2**30, 2**31 - 65, 2**31 - 64, 2**31 - 1]]
     )
-    lg, c, s = np.empty_like(x), np.empty_like(x), np.empty_like(x)
-    run(x, lg, c, s)
-    np.testing.assert_array_equal(lg, rrng.log_unit(1.0 - x))
-    rc, rs = rrng.sincos2pi(x)
+    # every radius input the sampler can produce is (float32(ia) + 1/2) 2**-31
+    x = (ia.astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-31)
+    x = np.concatenate([x, np.float32(2.0) ** -np.arange(33, dtype=np.float32)])
+    k = np.concatenate(
+        [g.integers(0, 2**24, 1_000_000), np.arange(0, 2**24, 2**20), [2**24 - 1, 2**21, 2**21 - 1]]
+    ).astype(np.int32)
+    lg = np.empty_like(x)
+    c = np.empty(k.shape, np.float32)
+    s = np.empty_like(c)
+    run(x, k, lg, c, s)
+    np.testing.assert_array_equal(lg, rrng.log32(x))
+    rc, rs = rrng.sincos24(k)
     np.testing.assert_array_equal(c, rc)
     np.testing.assert_array_equal(s, rs)
-    ref = np.log(1.0 - x)
+    ref = np.log(x.astype(np.float64))
     nz = ref != 0
-    assert np.max(np.abs(lg - ref)[nz] / np.spacing(np.abs(ref[nz]))) <= 4
+    ulp = np.spacing(np.abs(ref[nz]).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(lg[nz] - ref[nz]) / ulp) <= 1.0
     assert np.all(lg[~nz] == 0)
-    assert np.max(np.abs(c - np.cos(2 * np.pi * x))) < 1e-15
-    assert np.max(np.abs(s - np.sin(2 * np.pi * x))) < 1e-15
-    assert np.all(c**2 + s**2 <= 1 + 4e-16)
+    ang = 2 * np.pi * k.astype(np.float64) * 2.0**-24
+    assert np.max(np.abs(c - np.cos(ang))) < 1.2e-7
+    assert np.max(np.abs(s - np.sin(ang))) < 1.2e-7
+
+
+def test_log32_of_categorical_sums() -> None:
+    """log s for the categorical log-probability: s in [1, 2**24], kernel == reference."""
+    from fastppo._jit import kernel
+
+    @kernel
+    def run(x, out):  # pragma: no cover - compiled
+        for i in range(x.shape[0]):
+            out[i] = krng.log32(np.float32(x[i]))
+
+    g = np.random.default_rng(2)
+    s = np.concatenate([1 + 17 * g.random(200_000), np.exp(g.random(200_000) * 24 * np.log(2))])
+    got = np.empty_like(s)
+    run(s, got)
+    np.testing.assert_array_equal(got, rrng.log32(s.astype(np.float32)))
+    err = np.abs(got - np.log(s))
+    assert err[:200_000].max() < 2e-7
+    assert err.max() < 1.2e-6
+
+
+def test_box_muller32_accuracy_and_range() -> None:
+    """float32 normals within 4e-7 relative of the float64 formula on the same words."""
+    g = np.random.default_rng(1)
+    w0 = g.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32)
+    w2 = g.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32)
+    w0[:3] = [0, 1, 0xFFFFFFFF]  # the extreme radii: |z| <= sqrt(64 ln 2) and r = 0
+    z0, z1 = rrng.box_muller32(w0, w2)
+    x = ((w0 >> 1).astype(np.float32) + np.float32(0.5)).astype(np.float64) * 2.0**-31
+    r = np.sqrt(-2.0 * np.log(x))
+    a = 2 * np.pi * (w2 >> 8).astype(np.float64) * 2.0**-24
+    for z, ref in ((z0, r * np.cos(a)), (z1, r * np.sin(a))):
+        assert np.max(np.abs(z - ref)) < 1e-6
+        big = np.abs(ref) > 1e-3
+        assert np.max(np.abs(z - ref)[big] / np.abs(ref[big])) < 4e-7
+    assert np.max(np.hypot(z0, z1)) <= np.sqrt(64 * np.log(2)) * (1 + 1e-6)
+    assert z0[2] == 0 and z1[2] == 0

@@ -2,16 +2,18 @@
 
 Kernels return -1 or the first bad env index (NaN or +inf logits, rows with no
 allowed action, non-finite Gaussian parameters), and the public layer raises
-naming it. When the caller supplied ``out=`` buffers a validation pass runs
-first, so nothing is written on error; with fresh outputs the same checks ride
-along the sampling pass (the partial outputs are dropped). Work runs over
-chunks of ``CHUNK`` rows, ``prange`` over chunks in the parallel build: rows
-are independent and each draws from its own counter-based stream
-(:mod:`fastppo.kernels.rng`), so results are bit-identical whatever the thread
-count, the chunking or the split of a batch into slices. A chunk's uniforms
-are generated first, envs in the inner loop, so Philox vectorises; a
-single-dimension chunk is decoded, masked, checked and exponentiated in flat
-loops over its contiguous ``rows x A`` logits.
+naming it. When the caller supplied ``out=`` buffers nothing is written on
+error: the Gaussian kernel validates first, the categorical one samples into
+scratch outputs and copies them once every row is known good; with fresh
+outputs the partial results are dropped. Work runs over chunks of ``CHUNK``
+rows, grouped ``TASK`` chunks to a task that allocates its scratch once;
+``prange`` runs over tasks in the parallel build. Rows are independent and
+each draws from its own counter-based stream (:mod:`fastppo.kernels.rng`), so
+results are bit-identical whatever the thread count, the chunking or the split
+of a batch into slices. A chunk's random words are generated first, envs in
+the inner loop, so Philox vectorises; every later step of a chunk also runs
+with envs in the vector lanes (the single-dimension categorical transposes its
+chunk of logits to action-major order for that).
 
 Inputs arrive in their storage type: float32/float64 arrays, or uint16 bit
 patterns of float16/bfloat16 (``kind``), so the byte-buffer samplers decode in
@@ -24,22 +26,28 @@ masked action), ``s = sum_j e_j`` accumulated in float64 in action order, and
 ``u`` the env's uniform, the action is the first ``j`` with
 ``u * s < e_0 + ... + e_j``. If rounding lets ``u * s`` reach the total, the
 last action with ``e_j > 0`` is taken, so a masked or out-of-range action is
-never returned. The log-probability is ``(l_a - m) - log(s)`` in float64,
-rounded to float32.
+never returned. The log-probability is ``(l_a - m) - log32(float32(s))`` in
+float64, rounded to float32.
 
 ``exp32`` is a float32 exponential (Cody-Waite reduction by ln 2, the degree-5
 Cephes ``expf`` polynomial, the power of two built from bits) that LLVM
 vectorises; its error is within 2 ulp of float32, i.e. relative errors of
 ``1e-7`` in the probabilities, far below sampling noise. Below ``-87`` it
-returns 0 (probability ratios under ``1.6e-38``).
+returns 0 (probability ratios under ``1.6e-38``). ``log32`` is the float32
+Cephes ``logf`` of :mod:`fastppo.kernels.rng` (within 1 ulp); with the
+rounding of ``s`` to float32, ``log s`` is within 1.9e-7 absolute for ``s <=
+18`` and 1.1e-6 for ``s <= 2**24`` (measured on 1e6 random ``s`` each), in
+float32 terms about one ulp of a log-probability near -1 to -3.
 
 Gaussian (Box-Muller)
 ---------------------
-``z`` from :func:`fastppo.reference.rng.env_normals`; ``u = mean + exp(log_std)
-* z``; ``log p = sum_j (-z_j^2 / 2 - log_std_j - log(2 pi) / 2)``. With
-``squash``, ``a = tanh(u)`` and ``log p -= sum_j log(1 - tanh(u_j)^2)``,
-computed as ``2 (log 2 - u - softplus(-2u))`` which stays finite where
-``tanh(u)`` rounds to 1 (Haarnoja et al. 2018, arXiv:1801.01290, App. C).
+``z`` float32 from :func:`fastppo.kernels.rng.box_muller32` (pair ``p`` of
+normals from words ``(w0, w1)`` / ``(w2, w3)`` of block ``p // 2``); then in
+float64 ``u = mean + exp(log_std) * z``; ``log p = sum_j (-z_j^2 / 2 -
+log_std_j - log(2 pi) / 2)``. With ``squash``, ``a = tanh(u)`` and ``log p -=
+sum_j log(1 - tanh(u_j)^2)``, computed as ``2 (log 2 - u - softplus(-2u))``
+which stays finite where ``tanh(u)`` rounds to 1 (Haarnoja et al. 2018,
+arXiv:1801.01290, App. C).
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
-from fastppo.kernels.rng import box_muller, env_block, uniform53
+from fastppo.kernels.rng import box_muller32, env_block, log32, normal_words, uniform53
 
 # Storage kinds of the logits / parameters.
 KIND_F32 = 0
@@ -64,9 +72,12 @@ KIND_BF16 = 3
 # (``kernel``) that Numba types and lowers once, shared by the serial and
 # parallel builds, which keeps the cold compile of the kernels down.
 
-# Rows per parallel task: large enough that a task's scratch allocation and
-# scheduling are amortised, small enough to balance 2-64 threads at N=4096.
+# Rows per chunk: a chunk's scratch (logits, weights, normals) stays in L1.
 CHUNK = 64
+# Chunks per parallel task; a task allocates its scratch once (per chunk, the
+# allocations cost as much as the arithmetic at N = 4096). 512 rows a task
+# still gives 8 tasks at N = 4096, 32 at the parallel threshold's sizes.
+TASK = 8
 
 _f32 = np.float32
 _LOG2E = _f32(1.44269504088896341)
@@ -153,10 +164,13 @@ def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # p
     independent, so LLVM runs several envs per vector register.
     """
     for b in range((n_uni + 1) // 2):
+        # views indexed from 0: no negative-index wrap for LLVM to keep
+        u0 = u[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        u1 = u[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
         for i in range(rows):
             w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
-            u[2 * b * CHUNK + i] = uniform53(w0, w1)
-            u[(2 * b + 1) * CHUNK + i] = uniform53(w2, w3)
+            u0[i] = uniform53(w0, w1)
+            u1[i] = uniform53(w2, w3)
 
 
 @kernel
@@ -200,7 +214,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
         if a < 0:
             # u * s rounded up to s: the last action with nonzero weight.
             a = last
-    return a - lo, np.float64(r[a] - m) - math.log(s)
+    return a - lo, np.float64(r[a] - m) - np.float64(log32(np.float32(s)))
 
 
 @kernel
@@ -225,112 +239,121 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
 
 
 @inline
-def _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M):  # pragma: no cover
-    """Decode, mask and check one chunk of single-dimension rows; row maxima into ``M``.
+def _chunk_lanes(
+    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, S, C, T, A, L, act, logp
+):  # pragma: no cover - compiled
+    """One chunk of single-dimension categorical rows, envs in the vector lanes.
 
-    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so the
-    decode, the mask and the NaN/+inf check run as flat loops over ``rows *
-    width`` values that LLVM vectorises without a per-row remainder. Returns
-    how many leading rows are valid (``rows`` when all are).
+    The chunk's logits are decoded, masked and transposed to ``R[j * CHUNK +
+    i]`` (action ``j``, row ``i``) in one pass; every later step runs over
+    the chunk's rows in the inner loop, so each row's max, float64 sum and
+    inverse-CDF scan are vector lanes with no dependency chain between them
+    (a row loop would wait on each add). Per row the arithmetic, and its
+    order, is the one of :func:`_sample_segment`: ``a = #{j : c_j <= u s}``
+    with ``c_j`` the running sums, which is the first ``j`` with ``u s <
+    c_j`` as the ``c_j`` never decrease. Returns -1, or the first bad row
+    (nothing of that row or later is written).
     """
     base = i0 * width
-    cnt = rows * width
-    if kind == KIND_F16:
-        for k in range(cnt):
-            R[k] = f16_to_f32(xf[base + k])
-    elif kind == KIND_BF16:
-        for k in range(cnt):
-            R[k] = bf16_to_f32(xf[base + k])
-    else:
-        for k in range(cnt):
-            R[k] = xf[base + k]
-    bad = False
-    if has_mask:
-        for k in range(cnt):
-            v = R[k]
-            bad |= not (v < _INF32)
-            R[k] = v if mf[base + k] != 0 else -_INF32
-    else:
-        for k in range(cnt):
-            bad |= not (R[k] < _INF32)
-    n_ok = rows
-    if bad:  # rare: find the first row holding a NaN/+inf (before masking)
-        for i in range(rows):
-            if n_ok < rows:
-                break
+    # 1. decode, mask, transpose; a NaN/+inf (masked or not) marks its row
+    #    in A, reused as a flag until the scan. Row views indexed from 0 and
+    #    float32 constants keep the loads vectorised (about 2x faster).
+    for i in range(rows):
+        o = base + i * width
+        xo = xf[o : o + width]
+        mo = mf[o : o + width] if has_mask else mf[0:0]
+        rb = False
+        # one loop per (kind, mask) pair: a branch left in the loop body
+        # keeps LLVM from vectorising it
+        if kind == KIND_F16 and has_mask:
             for j in range(width):
-                v = xf[base + i * width + j]
-                if kind == KIND_F16:
-                    w = np.float64(f16_to_f32(v))
-                elif kind == KIND_BF16:
-                    w = np.float64(bf16_to_f32(v))
-                else:
-                    w = np.float64(v)
-                if not (w < np.inf):
-                    n_ok = i
-                    break
-    for i in range(n_ok):
-        o = i * width
-        m = R[o]
-        for j in range(1, width):
-            m = max(m, R[o + j])
-        if m == -np.inf:
+                v = f16_to_f32(xo[j])
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v if mo[j] != 0 else -_INF32
+        elif kind == KIND_F16:
+            for j in range(width):
+                v = f16_to_f32(xo[j])
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v
+        elif kind == KIND_BF16 and has_mask:
+            for j in range(width):
+                v = bf16_to_f32(xo[j])
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v if mo[j] != 0 else -_INF32
+        elif kind == KIND_BF16:
+            for j in range(width):
+                v = bf16_to_f32(xo[j])
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v
+        elif has_mask:
+            for j in range(width):
+                v = xo[j]
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v if mo[j] != 0 else -_INF32
+        else:
+            for j in range(width):
+                v = xo[j]
+                rb |= not (v < _INF32)
+                R[np.uint64(j * CHUNK + i)] = v
+        A[i] = rb
+    # 2. row maxima; the first row with a NaN/+inf or nothing allowed. Loops
+    #    index per-action views from 0, so LLVM sees no negative index to
+    #    wrap and vectorises them.
+    for i in range(rows):
+        M[i] = R[i]
+    for j in range(1, width):
+        Rj = R[j * CHUNK : (j + 1) * CHUNK]
+        for i in range(rows):
+            # a select, not max(): it vectorises (NaN rows are flagged anyway)
+            M[i] = Rj[i] if Rj[i] > M[i] else M[i]
+    n_ok = rows
+    for i in range(rows):
+        if A[i] != 0 or M[i] == -np.inf:
             n_ok = i
             break
-        M[i] = m
-    return n_ok
-
-
-@inline
-def _chunk_flat(
-    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
-):  # pragma: no cover
-    """One chunk of single-dimension categorical rows, in flat passes.
-
-    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so
-    decoding, masking, the NaN/+inf check and the ``exp`` run as flat loops
-    over ``rows * width`` values that LLVM vectorises without a per-row
-    remainder; only the max, the sum and the inverse-CDF scan go row by row.
-    Same arithmetic, in the same order, as :func:`_sample_segment`. Returns
-    -1, or the first bad row (nothing of that row or later is written).
-    """
-    n_ok = _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M)
-    for i in range(n_ok):
-        o = i * width
-        m = M[i]
+    # 3. e = exp32(l - m) (float32: 8 per instruction, a loop of its own) and
+    #    s = sum_j e_j in float64, in action order
+    for i in range(rows):
+        S[i] = 0.0
+    for j in range(width):
+        Rj = R[j * CHUNK : (j + 1) * CHUNK]
+        Ej = E[j * CHUNK : (j + 1) * CHUNK]
+        for i in range(rows):
+            Ej[i] = exp32(np.float32(Rj[i] - M[i]))
+        for i in range(rows):
+            S[i] += Ej[i]
+    # 4. the action
+    if deterministic:
+        for i in range(rows):
+            A[i] = 0
+        for j in range(width - 1, -1, -1):
+            Rj = R[j * CHUNK : (j + 1) * CHUNK]
+            for i in range(rows):
+                A[i] = j if Rj[i] == M[i] else A[i]
+    else:
+        for i in range(rows):
+            T[i] = u[i] * S[i]
+            C[i] = 0.0
+            A[i] = 0
         for j in range(width):
-            E[o + j] = np.float32(R[o + j] - m)
-    for k in range(n_ok * width):
-        E[k] = exp32(E[k])
+            Ej = E[j * CHUNK : (j + 1) * CHUNK]
+            for i in range(rows):
+                C[i] += Ej[i]
+                A[i] += 1 if C[i] <= T[i] else 0
+        for i in range(rows):
+            if A[i] >= width:
+                # u * s rounded up to s (rare): the last action with nonzero weight
+                a = 0
+                for j in range(width):
+                    a = j if E[j * CHUNK + i] > 0.0 else a
+                A[i] = a
+    # 5. log-probabilities: (l_a - m) - log(s), log s by log32 (8 per instruction)
+    for i in range(rows):
+        T[i] = log32(np.float32(S[i]))
     for i in range(n_ok):
-        o = i * width
-        m = M[i]
-        s = 0.0
-        for j in range(width):
-            s += E[o + j]
-        if deterministic:
-            a = 0
-            for j in range(width):
-                if R[o + j] == m:
-                    a = j
-                    break
-        else:
-            t = u[i] * s
-            c = 0.0
-            last = 0
-            a = -1
-            for j in range(width):
-                ej = E[o + j]
-                if ej > 0.0:
-                    last = j
-                c += ej
-                if t < c:
-                    a = j
-                    break
-            if a < 0:
-                a = last
+        a = A[i]
         act[i0 + i] = a
-        logp[i0 + i] = np.float64(R[o + a] - m) - math.log(s)
+        logp[i0 + i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
     return -1 if n_ok == rows else i0 + n_ok
 
 
@@ -382,34 +405,61 @@ def categorical(
     n = x.shape[0]
     width = x.shape[1]
     n_chunks = (n + CHUNK - 1) // CHUNK
+    n_tasks = (n_chunks + TASK - 1) // TASK
     bad = np.full(n_chunks, -1, dtype=np.int64)
     xf = x.reshape(n * width)
     mf = mask.reshape(mask.shape[0] * mask.shape[1])
+    # With the caller's buffers, results go to scratch outputs first and are
+    # copied only once every chunk is known good: one pass over the logits,
+    # and nothing written on error.
     if prevalidate:
-        for c in numba.prange(n_chunks):
-            R = np.empty(CHUNK * width, dtype=proto.dtype)
-            M = np.empty(CHUNK, dtype=proto.dtype)
-            i0 = c * CHUNK
-            rows = min(n, i0 + CHUNK) - i0
-            n_ok = _chunk_prepare(xf, kind, mf, has_mask, width, i0, rows, R, M)
-            if n_ok < rows:
-                bad[c] = i0 + n_ok
-        first = _first_bad(bad)
-        if first >= 0:
-            return first
+        act_w = np.empty(n, dtype=np.int64)
+        logp_w = np.empty(n, dtype=np.float32)
+    else:
+        act_w = act
+        logp_w = logp
     n_uni = 0 if deterministic else 1
-    for c in numba.prange(n_chunks):
+    for t in numba.prange(n_tasks):
         R = np.empty(CHUNK * width, dtype=proto.dtype)
         E = np.empty(CHUNK * width, dtype=np.float32)
         M = np.empty(CHUNK, dtype=proto.dtype)
+        S = np.empty(CHUNK, dtype=np.float64)
+        C = np.empty(CHUNK, dtype=np.float64)
+        T = np.empty(CHUNK, dtype=np.float64)
+        A = np.empty(CHUNK, dtype=np.int64)
+        L = np.empty(CHUNK, dtype=np.int64)
         u = np.zeros(2 * CHUNK, dtype=np.float64)
-        i0 = c * CHUNK
-        rows = min(n, i0 + CHUNK) - i0
-        chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
-        bad[c] = _chunk_flat(
-            xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, act, logp
-        )
-    return _first_bad(bad)
+        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+            i0 = c * CHUNK
+            rows = min(n, i0 + CHUNK) - i0
+            chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
+            bad[c] = _chunk_lanes(
+                xf,
+                kind,
+                mf,
+                has_mask,
+                width,
+                i0,
+                rows,
+                u,
+                deterministic,
+                R,
+                E,
+                M,
+                S,
+                C,
+                T,
+                A,
+                L,
+                act_w,
+                logp_w,
+            )
+    first = _first_bad(bad)
+    if prevalidate and first < 0:
+        for i in range(n):
+            act[i] = act_w[i]
+            logp[i] = logp_w[i]
+    return first
 
 
 categorical_serial, categorical_parallel = categorical
@@ -505,17 +555,60 @@ def multi_categorical(
 multi_categorical_serial, multi_categorical_parallel = multi_categorical
 
 
-@kernel
-def _gaussian_row_ok(pm, pl, i, il, kind, mcol, lcol, a_dim, r):  # pragma: no cover
-    """False if row ``i``'s mean or log-std holds a NaN or +-inf (branch-free OR)."""
-    load_row(pm, i, kind, mcol, a_dim, r)
+@inline
+def load1(x, i, j, kind):  # pragma: no cover - compiled
+    """``float64(x[i, j])``, decoding float16/bfloat16 bits per ``kind``."""
+    if kind == KIND_F16:
+        return np.float64(f16_to_f32(x[i, j]))
+    if kind == KIND_BF16:
+        return np.float64(bf16_to_f32(x[i, j]))
+    return np.float64(x[i, j])
+
+
+@inline
+def _cols_finite(x, col, a_dim, kind, i0, i1):  # pragma: no cover - compiled
+    """True if ``x[i0:i1, col:col+a_dim]`` holds no NaN or +-inf.
+
+    The flag is OR-reduced without branches so the scan vectorises; when the
+    columns are the whole rows (the array path) it is one flat loop.
+    """
+    w = x.shape[1]
     bad = False
-    for j in range(a_dim):
-        bad |= not (abs(r[j]) < np.inf)
-    load_row(pl, il, kind, lcol, a_dim, r)
-    for j in range(a_dim):
-        bad |= not (abs(r[j]) < np.inf)
+    if col == 0 and w == a_dim:
+        xf = x.reshape(x.shape[0] * w)
+        if kind == KIND_F16:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(f16_to_f32(xf[k])) < _INF32)
+        elif kind == KIND_BF16:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(bf16_to_f32(xf[k])) < _INF32)
+        else:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(xf[k]) < np.inf)
+    else:
+        for i in range(i0, i1):
+            for j in range(a_dim):
+                bad |= not (abs(load1(x, i, col + j, kind)) < np.inf)
     return not bad
+
+
+@inline
+def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # pragma: no cover
+    """-1, or the first row in ``[i0, i1)`` whose mean or log-std is NaN or +-inf.
+
+    A branch-free scan first; the row is searched for only when one is bad.
+    """
+    if _cols_finite(pm, mcol, a_dim, kind, i0, i1) and (
+        shared_std or _cols_finite(pl, lcol, a_dim, kind, i0, i1)
+    ):
+        return -1
+    for i in range(i0, i1):
+        for j in range(a_dim):
+            if not (abs(load1(pm, i, mcol + j, kind)) < np.inf):
+                return i
+            if not shared_std and not (abs(load1(pl, i, lcol + j, kind)) < np.inf):
+                return i
+    return -1
 
 
 @inline
@@ -552,65 +645,181 @@ def gaussian(
         env when ``shared_std`` (state-independent log-std).
     act : [N, a_dim] float32; logp : [N] float32.
 
-    Normal ``j`` of an env is Box-Muller pair ``j // 2`` of its stream (block
-    ``j // 2``), cosine for even ``j``, sine for odd ``j``.
+    Normal ``j`` of an env is Box-Muller pair ``p = j // 2`` of its stream,
+    cosine for even ``j``, sine for odd ``j``; pair ``p`` takes words ``(w0,
+    w1)`` of block ``p // 2`` for even ``p``, ``(w2, w3)`` for odd ``p``
+    (:func:`fastppo.kernels.rng.box_muller32`, float32). Then, in float64,
+    ``u = mean + exp(log_std) z`` and ``log p = sum_j (-z_j^2 / 2 - log_std_j
+    - log(2 pi) / 2)`` accumulated in ``j`` order.
     """
     n = pm.shape[0]
     n_chunks = (n + CHUNK - 1) // CHUNK
     bad = np.full(n_chunks, -1, dtype=np.int64)
+    if shared_std and n > 0:
+        # one row of log-stds for every env: checked once
+        bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1)
+        if bad0 >= 0:
+            return 0
     for c in numba.prange(n_chunks):
-        r = np.empty(a_dim, dtype=np.float64)
-        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            il = 0 if shared_std else i
-            if not _gaussian_row_ok(pm, pl, i, il, kind, mcol, lcol, a_dim, r):
-                bad[c] = i
-                break
+        i0 = c * CHUNK
+        bad[c] = _gaussian_rows_ok(
+            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + CHUNK)
+        )
     first = _first_bad(bad)
     if first >= 0:
         return first
     n_pair = (a_dim + 1) // 2
-    n_uni = 0 if deterministic else 2 * n_pair
-    for c in numba.prange(n_chunks):
-        mu = np.empty(a_dim, dtype=np.float64)
-        ls = np.empty(a_dim, dtype=np.float64)
-        sd = np.empty(a_dim, dtype=np.float64)
-        uu = np.zeros(CHUNK * 2 * n_pair, dtype=np.float64)
-        z = np.zeros(CHUNK * 2 * n_pair, dtype=np.float64)
-        i0 = c * CHUNK
-        rows = min(n, i0 + CHUNK) - i0
-        # uniforms, then normals, for the whole chunk with envs innermost, so
-        # the loops are free to vectorise; Box-Muller is plain arithmetic (no
-        # libm calls), about 1.5x faster than math.log/cos/sin even scalar.
-        chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, uu)
-        if not deterministic:
-            for k in range(n_pair * CHUNK):
-                b = k // CHUNK
-                kr = k - b * CHUNK
-                z0, z1 = box_muller(uu[2 * b * CHUNK + kr], uu[(2 * b + 1) * CHUNK + kr])
-                z[2 * b * CHUNK + kr] = z0
-                z[(2 * b + 1) * CHUNK + kr] = z1
-        if shared_std:  # a state-independent std: one exp per dimension per chunk
-            load_row(pl, 0, kind, lcol, a_dim, ls)
-            for j in range(a_dim):
-                sd[j] = math.exp(ls[j])
-        for i in range(i0, i0 + rows):
-            load_row(pm, i, kind, mcol, a_dim, mu)
-            if not shared_std:
-                load_row(pl, i, kind, lcol, a_dim, ls)
-                for j in range(a_dim):
-                    sd[j] = math.exp(ls[j])
-            total = 0.0
-            for j in range(a_dim):
-                zj = z[j * CHUNK + i - i0]
-                u = mu[j] + sd[j] * zj
-                lp = -0.5 * zj * zj - ls[j] - _HALF_LOG_2PI
+    n_blk = (n_pair + 1) // 2
+    # a state-independent std: one exp per dimension per call
+    ls0 = np.empty(a_dim, dtype=np.float64)
+    sd0 = np.empty(a_dim, dtype=np.float64)
+    if shared_std:
+        for j in range(a_dim):
+            ls0[j] = load1(pl, 0, lcol + j, kind)
+            sd0[j] = math.exp(ls0[j])
+    # Tasks of TASK chunks share one set of scratch arrays: per chunk, the
+    # allocations would cost as much as the arithmetic at N = 4096.
+    n_tasks = (n_chunks + TASK - 1) // TASK
+    for t in numba.prange(n_tasks):
+        ia = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+        ib = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+        zc = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+        zs = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+        lacc = np.empty(CHUNK, dtype=np.float64)
+        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+            _gaussian_chunk(
+                pm,
+                mcol,
+                pl,
+                lcol,
+                a_dim,
+                kind,
+                shared_std,
+                seed_lo,
+                seed_hi,
+                ctr_lo,
+                ctr_hi,
+                env_offset,
+                squash,
+                deterministic,
+                act,
+                logp,
+                n,
+                c,
+                n_pair,
+                n_blk,
+                ls0,
+                sd0,
+                ia,
+                ib,
+                zc,
+                zs,
+                lacc,
+            )
+    return -1
+
+
+@inline
+def _gaussian_chunk(
+    pm,
+    mcol,
+    pl,
+    lcol,
+    a_dim,
+    kind,
+    shared_std,
+    seed_lo,
+    seed_hi,
+    ctr_lo,
+    ctr_hi,
+    env_offset,
+    squash,
+    deterministic,
+    act,
+    logp,
+    n,
+    c,
+    n_pair,
+    n_blk,
+    ls0,
+    sd0,
+    ia,
+    ib,
+    zc,
+    zs,
+    lacc,
+):  # pragma: no cover - compiled
+    """Rows ``[c * CHUNK, (c + 1) * CHUNK)`` of :func:`gaussian`, in scratch ``ia``..``lacc``."""
+    i0 = c * CHUNK
+    rows = min(n, i0 + CHUNK) - i0
+    # Philox for every (block, env) of the chunk with envs innermost, then
+    # Box-Muller as a separate pass: both loops vectorise (8 float32
+    # normals per instruction), the Philox one on 4 envs per register.
+    # All four words of a block are used: pair 2b from (w0, w1), pair
+    # 2b + 1 from (w2, w3).
+    if deterministic:
+        zc[:] = 0.0
+        zs[:] = 0.0
+    else:
+        # views indexed from 0: no negative-index wrap for LLVM to keep
+        for b in range(n_blk):
+            ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+            ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+            ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+            ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+            for i in range(rows):
+                w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0 + i, b)
+                ia0[i], ib0[i] = normal_words(w0, w1)
+                ia1[i], ib1[i] = normal_words(w2, w3)
+        for p in range(n_pair):
+            iap = ia[p * CHUNK : (p + 1) * CHUNK]
+            ibp = ib[p * CHUNK : (p + 1) * CHUNK]
+            zcp = zc[p * CHUNK : (p + 1) * CHUNK]
+            zsp = zs[p * CHUNK : (p + 1) * CHUNK]
+            for i in range(rows):
+                zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+    # then dimension by dimension with envs innermost: the normals are
+    # read contiguously and the log-density accumulates per env in
+    # ``lacc`` (same j order as a row loop, so the same float64 sums).
+    lacc[:] = 0.0
+    for j in range(a_dim):
+        zsrc = zs if j & 1 else zc
+        off = (j >> 1) * CHUNK
+        if shared_std and not squash:
+            ls = ls0[j]
+            sd = sd0[j]
+            zv = zsrc[off : off + CHUNK]
+            if kind == KIND_F32 or kind == KIND_F64:  # no decode: a tight loop
+                actj = act[i0 : i0 + rows, j]
+                pmj = pm[i0 : i0 + rows, mcol + j]
+                for i in range(rows):
+                    actj[i] = np.float64(pmj[i]) + sd * np.float64(zv[i])
+            else:
+                for i in range(rows):
+                    zj = np.float64(zv[i])
+                    act[i0 + i, j] = load1(pm, i0 + i, mcol + j, kind) + sd * zj
+            for i in range(rows):
+                zj = np.float64(zv[i])
+                lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI
+        else:
+            for i in range(rows):
+                ii = i0 + i
+                zj = np.float64(zsrc[off + i])
+                if shared_std:
+                    ls = ls0[j]
+                    sd = sd0[j]
+                else:
+                    ls = load1(pl, ii, lcol + j, kind)
+                    sd = math.exp(ls)
+                u = load1(pm, ii, mcol + j, kind) + sd * zj
+                lp = -0.5 * zj * zj - ls - _HALF_LOG_2PI
                 if squash:
                     lp -= 2.0 * (_LOG2 - u - _softplus(-2.0 * u))
                     u = math.tanh(u)
-                act[i, j] = u
-                total += lp
-            logp[i] = total
-    return -1
+                act[ii, j] = u
+                lacc[i] += lp
+    for i in range(rows):
+        logp[i0 + i] = lacc[i]
 
 
 gaussian_serial, gaussian_parallel = gaussian

@@ -80,89 +80,101 @@ def env_uniforms(seed: int, counter: int, n_envs: int, k: int, env_offset: int =
     return out
 
 
-LN2_HI = 6.93147180369123816490e-01
-LN2_LO = 1.90821492927058770002e-10
-_L = [1.0 / k for k in range(23, 2, -2)]
-_S = [
-    -1.0 / 6,
-    1.0 / 120,
-    -1.0 / 5040,
-    1.0 / 362880,
-    -1.0 / 39916800,
-    1.0 / 6227020800,
-    -1.0 / 1307674368000,
+F32 = np.float32
+_LP = [
+    F32(c)
+    for c in (
+        7.0376836292e-2,
+        -1.1514610310e-1,
+        1.1676998740e-1,
+        -1.2420140846e-1,
+        1.4249322787e-1,
+        -1.6668057665e-1,
+        2.0000714765e-1,
+        -2.4999993993e-1,
+        3.3333331174e-1,
+    )
 ]
-_C = [
-    -1.0 / 2,
-    1.0 / 24,
-    -1.0 / 720,
-    1.0 / 40320,
-    -1.0 / 3628800,
-    1.0 / 479001600,
-    -1.0 / 87178291200,
-    1.0 / 20922789888000,
-]
+_SF = [F32(-1 / 6), F32(1 / 120), F32(-1 / 5040), F32(1 / 362880)]
+_CF = [F32(-1 / 2), F32(1 / 24), F32(-1 / 720), F32(1 / 40320), F32(-1 / 3628800)]
 
 
-def log_unit(x: np.ndarray) -> np.ndarray:
-    """The kernels' float64 log: ``log(m 2**e) = e ln2 + 2 atanh((m-1)/(m+1))``.
+def log32(x: np.ndarray) -> np.ndarray:
+    """The kernels' float32 log (Cephes ``logf``) for normal ``x > 0``.
 
-    ``m`` in ``[sqrt(1/2), sqrt(2))``; the atanh series to ``s**23``. Same
-    operations, same order as :func:`fastppo.kernels.rng.log_unit`.
+    ``x = m 2**e``, ``m`` in ``[sqrt(1/2), sqrt(2))``, ``f = m - 1``,
+    ``log x = (f - f^2/2 + f^3 P(f) + e lo) + e hi`` (``ln 2 = hi + lo``).
+    Same float32 operations, same order as :func:`fastppo.kernels.rng.log32`.
     """
-    x = np.asarray(x, dtype=np.float64)
-    b = x.view(np.int64)
-    e = (b >> 52) - 1023
-    m = ((b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
-    big = m > 1.4142135623730951
-    m = np.where(big, m * 0.5, m)
-    e = np.where(big, e + 1, e)
-    s = (m - 1.0) / (m + 1.0)
-    s2 = s * s
-    p = np.full_like(s, _L[0])
-    for c in _L[1:]:
-        p = p * s2 + c
-    lm = 2.0 * s + 2.0 * s * s2 * p
-    fe = e.astype(np.float64)
-    return fe * LN2_HI + (fe * LN2_LO + lm)
+    x = np.asarray(x, dtype=F32)
+    b = x.view(np.int32)
+    fe = (b >> 23).astype(F32) - F32(127.0)
+    m = ((b & 0x007FFFFF) | 0x3F800000).astype(np.int32).view(F32)
+    big = m > F32(1.41421356)
+    m = np.where(big, m * F32(0.5), m)
+    fe = np.where(big, fe + F32(1.0), fe)
+    f = m - F32(1.0)
+    z = f * f
+    y = _LP[0] * f + _LP[1]
+    for c in _LP[2:]:
+        y = y * f + c
+    y = y * f * z
+    y = y + fe * F32(-2.12194440e-4)
+    y = y - F32(0.5) * z
+    return (f + y) + fe * F32(0.693359375)
 
 
-def sincos2pi(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(cos 2 pi u, sin 2 pi u)`` as the kernels compute them (quadrant + Taylor)."""
-    v = 4.0 * np.asarray(u, dtype=np.float64)
-    q = np.floor(v + 0.5)
-    phi = (v - q) * 1.5707963267948966
+def sincos24(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(cos, sin)`` of ``2 pi k 2**-24`` as the kernels compute them (float32).
+
+    ``v = k 2**-22``, ``q = floor(v + 1/2)``, ``phi = (v - q) pi/2``, Taylor
+    polynomials (sin to ``phi^9``, cos to ``phi^10``), quadrant ``q mod 4``.
+    """
+    v = np.asarray(k, dtype=np.int32).astype(F32) * F32(2.0**-22)
+    q = np.floor(v + F32(0.5))
+    phi = (v - q) * F32(1.5707963267948966)
     p2 = phi * phi
-    sp = np.full_like(p2, _S[-1])
-    for c in reversed(_S[:-1]):
-        sp = sp * p2 + c
+    sp = _SF[3] * p2 + _SF[2]
+    sp = sp * p2 + _SF[1]
+    sp = sp * p2 + _SF[0]
     sn = phi + phi * p2 * sp
-    cp = np.full_like(p2, _C[-1])
-    for c in reversed(_C[:-1]):
+    cp = _CF[4] * p2 + _CF[3]
+    for c in reversed(_CF[:3]):
         cp = cp * p2 + c
-    cs = 1.0 + p2 * cp
-    qi = q.astype(np.int64) & 3
-    cos = np.select([qi == 0, qi == 1, qi == 2], [cs, -sn, -cs], sn)
-    sin = np.select([qi == 0, qi == 1, qi == 2], [sn, cs, -sn], -cs)
+    cs = F32(1.0) + p2 * cp
+    qs = [q == F32(1.0), q == F32(2.0), q == F32(3.0)]
+    cos = np.select(qs, [-sn, -cs, sn], cs).astype(F32)
+    sin = np.select(qs, [cs, -sn, -cs], sn).astype(F32)
     return cos, sin
 
 
-def env_normals(seed: int, counter: int, n_envs: int, k: int, env_offset: int = 0) -> np.ndarray:
-    """Standard normals 0..k-1 of each env by Box-Muller: float64 [n_envs, k].
+def box_muller32(wr: np.ndarray, wa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two float32 standard normals from a radius word ``wr`` and an angle word ``wa``.
 
-    Pair ``b`` uses uniforms ``(2b, 2b+1)`` (both from block ``b``):
-    ``r = sqrt(-2 log(1 - u0))``, ``z_2b = r cos(2 pi u1)``,
-    ``z_2b+1 = r sin(2 pi u1)``, with the log and sin/cos of
-    :func:`log_unit` and :func:`sincos2pi`. ``1 - u0`` lies in
-    ``[2**-53, 1]``, so the log is finite. Box & Muller, Ann. Math. Statist.
-    29 (1958) 610-611.
+    ``x = (float32(wr >> 1) + 1/2) 2**-31`` in ``[2**-32, 1]``, ``r =
+    sqrt(-2 log32(x))``, angle ``2 pi (wa >> 8) 2**-24``; returns ``(r cos,
+    r sin)``. Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
+    """
+    ia = (np.asarray(wr, dtype=np.uint32) >> np.uint32(1)).astype(np.int32)
+    ib = (np.asarray(wa, dtype=np.uint32) >> np.uint32(8)).astype(np.int32)
+    x = (ia.astype(F32) + F32(0.5)) * F32(2.0**-31)
+    r = np.sqrt(F32(-2.0) * log32(x))
+    c, s = sincos24(ib)
+    return r * c, r * s
+
+
+def env_normals(seed: int, counter: int, n_envs: int, k: int, env_offset: int = 0) -> np.ndarray:
+    """Standard normals 0..k-1 of each env by Box-Muller: float32 [n_envs, k].
+
+    Pair ``p`` (normals ``2p``, ``2p + 1``: cosine, sine) comes from words
+    ``(w0, w1)`` of block ``p // 2`` for even ``p``, ``(w2, w3)`` for odd
+    ``p``, through :func:`box_muller32`: one block feeds four normals.
     """
     npair = (k + 1) // 2
-    u = env_uniforms(seed, counter, n_envs, 2 * npair, env_offset)
-    out = np.empty((n_envs, 2 * npair), dtype=np.float64)
-    for b in range(npair):
-        r = np.sqrt(-2.0 * log_unit(1.0 - u[:, 2 * b]))
-        c, s = sincos2pi(u[:, 2 * b + 1])
-        out[:, 2 * b] = r * c
-        out[:, 2 * b + 1] = r * s
+    envs = np.arange(env_offset, env_offset + n_envs, dtype=np.uint64)
+    out = np.empty((n_envs, 2 * npair), dtype=F32)
+    for p in range(npair):
+        w = env_words(seed, counter, envs, p // 2)
+        h = 2 * (p % 2)
+        out[:, 2 * p], out[:, 2 * p + 1] = box_muller32(w[:, h], w[:, h + 1])
     return out[:, :k]

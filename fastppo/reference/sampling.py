@@ -1,9 +1,11 @@
 """Pure-numpy twins of ``fastppo.kernels.sampling``: the executable spec.
 
 Plain loops over envs, written to be read. The arithmetic mirrors the kernels
-operation for operation (same float32 ``exp32``, same float64 accumulation
-order, same C-library ``math`` calls), so for a fixed ``(seed, counter)`` the
-sampled actions agree exactly; see the kernel module for the formulas.
+operation for operation (same float32 ``exp32`` and ``log32``, same float32
+Box-Muller normals, same float64 accumulation order, the same C-library
+``math`` calls elsewhere), so for a fixed ``(seed, counter)`` the sampled
+actions and log-probabilities agree exactly; see the kernel module for the
+formulas.
 Reference only: tests and benchmarks import it, the package never does.
 """
 
@@ -13,7 +15,7 @@ import math
 
 import numpy as np
 
-from fastppo.reference.rng import env_normals, env_uniforms
+from fastppo.reference.rng import env_normals, env_uniforms, log32
 
 _f32 = np.float32
 _LOG2E = _f32(1.44269504088896341)
@@ -76,7 +78,7 @@ def _segment(r: np.ndarray, u: float, deterministic: bool) -> tuple[int, float]:
                 break
         if a < 0:
             a = int(np.nonzero(e > 0)[0][-1])
-    return a, float(r[a] - m) - math.log(s)
+    return a, float(r[a] - m) - float(log32(np.array(s, dtype=np.float32)))
 
 
 def _working(logits: np.ndarray) -> np.ndarray:
@@ -136,7 +138,7 @@ def sample_gaussian(
     squash: bool = False,
     deterministic: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), Box-Muller ``z``."""
+    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), float32 Box-Muller ``z``."""
     n, a_dim = mean.shape
     ls2 = np.broadcast_to(log_std, mean.shape)
     z = np.zeros((n, a_dim)) if deterministic else env_normals(seed, counter, n, a_dim, env_offset)
