@@ -11,15 +11,20 @@ whole package shares one policy:
   which keeps IEEE NaN/inf semantics (no ``nnan``/``ninf``): inputs are
   validated for finiteness, but masks use ``-inf`` on purpose;
 * ``boundscheck`` is not set here, so ``NUMBA_BOUNDSCHECK=1`` in the
-  environment turns it on for a CI pass.
+  environment turns it on for a CI pass;
+* the disk cache is keyed by every kernel source, not only the function's own
+  file (see :func:`_stamp`).
 
 A bare ``numba.njit`` anywhere else in the package is a defect.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
@@ -33,6 +38,35 @@ FASTMATH_SAFE = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 _BASE: dict[str, Any] = {"nogil": True, "cache": True}  # njit implies nopython
 
 
+@functools.cache
+def _package_stamp() -> str:
+    """sha256 of every kernel source file (``fastppo/kernels/*.py`` and this one)."""
+    here = Path(__file__)
+    h = hashlib.sha256()
+    for p in [*sorted((here.parent / "kernels").glob("*.py")), here]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _stamp(compiled: Any) -> Any:
+    """Key ``compiled``'s disk cache by all kernel sources, not just its own file.
+
+    Numba invalidates a cached function only when its own source file changes,
+    but kernels inline helpers from other modules (Philox from ``rng``, the
+    decoders from ``codec``, ``expf32`` from ``fastmath``) and the C entries of
+    ``cabi`` embed whole kernels: after an edit there, the old machine code
+    would load silently. Adding the package hash to the index stamp makes any
+    kernel source change invalidate every kernel's cache. Uses Numba's cache
+    internals (``_cache._cache_file._source_stamp``); if a Numba version lacks
+    them, caching falls back to Numba's own per-file rule.
+    """
+    cache_file = getattr(getattr(compiled, "_cache", None), "_cache_file", None)
+    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+        cache_file._source_stamp = (cache_file._source_stamp, _package_stamp())
+    return compiled
+
+
 def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
     """Compile ``fn`` as a serial, GIL-free, cached kernel.
 
@@ -41,14 +75,14 @@ def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> A
 
     def wrap(f: F) -> F:
         opts = dict(_BASE, fastmath=_fm(fastmath))
-        return cast(F, numba.njit(**opts)(f))
+        return cast(F, _stamp(numba.njit(**opts)(f)))
 
     return wrap(fn) if fn is not None else wrap
 
 
 def inline(fn: F) -> F:
     """Compile a small helper that kernels call; LLVM inlines it."""
-    return cast(F, numba.njit(nogil=True, cache=True, inline="always")(fn))
+    return cast(F, _stamp(numba.njit(nogil=True, cache=True, inline="always")(fn)))
 
 
 def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
@@ -65,8 +99,8 @@ def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False)
 
     def wrap(f: F) -> tuple[F, F]:
         opts = dict(_BASE, fastmath=_fm(fastmath))
-        serial = numba.njit(**opts)(f)
-        parallel = numba.njit(parallel=True, **opts)(_renamed(f, "__parallel"))
+        serial = _stamp(numba.njit(**opts)(f))
+        parallel = _stamp(numba.njit(parallel=True, **opts)(_renamed(f, "__parallel")))
         return serial, parallel
 
     return wrap(fn) if fn is not None else wrap
@@ -121,6 +155,12 @@ def c_entry(sig: Any) -> Callable[[F], Any]:
     """
 
     def wrap(f: F) -> Any:
-        return numba.cfunc(sig, cache=True)(f)  # always nopython
+        from numba.core.ccallback import CFunc  # what numba.cfunc builds, always nopython
+
+        entry = CFunc(f, numba.core.sigutils.normalize_signature(sig), locals={}, options={})
+        entry.enable_caching()
+        _stamp(entry)  # before compile() looks in the cache
+        entry.compile()
+        return entry
 
     return wrap
