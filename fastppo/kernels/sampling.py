@@ -3,9 +3,9 @@
 Kernels return -1 or the first bad env index (NaN or +inf logits, rows with no
 allowed action, non-finite Gaussian parameters), and the public layer raises
 naming it. When the caller supplied ``out=`` buffers nothing is written on
-error: the Gaussian kernel validates first, the categorical one samples into
-scratch outputs and copies them once every row is known good; with fresh
-outputs the partial results are dropped. Work runs over chunks of ``CHUNK``
+error: the kernels validate every row first (and allocate nothing the size of
+the batch); with fresh outputs the checks ride along the sampling pass and the
+partial results are dropped. Work runs over chunks of ``CHUNK``
 rows, grouped ``TASK`` chunks to a task that allocates its scratch once;
 ``prange`` runs over tasks in the parallel build. Rows are independent and
 each draws from its own counter-based stream (:mod:`fastppo.kernels.rng`), so
@@ -239,6 +239,66 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
 
 
 @inline
+def _chunk_check(xf, kind, mf, has_mask, width, i0, rows, R, M):  # pragma: no cover
+    """Decode, mask and check one chunk of single-dimension rows (``out=`` given).
+
+    The validation pass that runs before any write to the caller's buffers;
+    row maxima land in ``M`` (scratch).
+
+    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so the
+    decode, the mask and the NaN/+inf check run as flat loops over ``rows *
+    width`` values that LLVM vectorises without a per-row remainder. Returns
+    how many leading rows are valid (``rows`` when all are).
+    """
+    base = i0 * width
+    cnt = rows * width
+    if kind == KIND_F16:
+        for k in range(cnt):
+            R[k] = f16_to_f32(xf[base + k])
+    elif kind == KIND_BF16:
+        for k in range(cnt):
+            R[k] = bf16_to_f32(xf[base + k])
+    else:
+        for k in range(cnt):
+            R[k] = xf[base + k]
+    bad = False
+    if has_mask:
+        for k in range(cnt):
+            v = R[k]
+            bad |= not (v < _INF32)
+            R[k] = v if mf[base + k] != 0 else -_INF32
+    else:
+        for k in range(cnt):
+            bad |= not (R[k] < _INF32)
+    n_ok = rows
+    if bad:  # rare: find the first row holding a NaN/+inf (before masking)
+        for i in range(rows):
+            if n_ok < rows:
+                break
+            for j in range(width):
+                v = xf[base + i * width + j]
+                if kind == KIND_F16:
+                    w = np.float64(f16_to_f32(v))
+                elif kind == KIND_BF16:
+                    w = np.float64(bf16_to_f32(v))
+                else:
+                    w = np.float64(v)
+                if not (w < np.inf):
+                    n_ok = i
+                    break
+    for i in range(n_ok):
+        o = i * width
+        m = R[o]
+        for j in range(1, width):
+            m = max(m, R[o + j])
+        if m == -np.inf:
+            n_ok = i
+            break
+        M[i] = m
+    return n_ok
+
+
+@inline
 def _chunk_lanes(
     xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, S, C, T, A, L, act, logp
 ):  # pragma: no cover - compiled
@@ -409,15 +469,23 @@ def categorical(
     bad = np.full(n_chunks, -1, dtype=np.int64)
     xf = x.reshape(n * width)
     mf = mask.reshape(mask.shape[0] * mask.shape[1])
-    # With the caller's buffers, results go to scratch outputs first and are
-    # copied only once every chunk is known good: one pass over the logits,
-    # and nothing written on error.
+    # With the caller's buffers, every row is checked before the first write
+    # (nothing written on error) and no output-sized scratch is allocated
+    # (out= calls allocate nothing the size of the batch); fresh outputs are
+    # checked along the sampling pass and dropped on error.
     if prevalidate:
-        act_w = np.empty(n, dtype=np.int64)
-        logp_w = np.empty(n, dtype=np.float32)
-    else:
-        act_w = act
-        logp_w = logp
+        for t in numba.prange(n_tasks):
+            R = np.empty(CHUNK * width, dtype=proto.dtype)
+            M = np.empty(CHUNK, dtype=proto.dtype)
+            for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+                i0 = c * CHUNK
+                rows = min(n, i0 + CHUNK) - i0
+                n_ok = _chunk_check(xf, kind, mf, has_mask, width, i0, rows, R, M)
+                if n_ok < rows:
+                    bad[c] = i0 + n_ok
+        first = _first_bad(bad)
+        if first >= 0:
+            return first
     n_uni = 0 if deterministic else 1
     for t in numba.prange(n_tasks):
         R = np.empty(CHUNK * width, dtype=proto.dtype)
@@ -451,15 +519,10 @@ def categorical(
                 T,
                 A,
                 L,
-                act_w,
-                logp_w,
+                act,
+                logp,
             )
-    first = _first_bad(bad)
-    if prevalidate and first < 0:
-        for i in range(n):
-            act[i] = act_w[i]
-            logp[i] = logp_w[i]
-    return first
+    return _first_bad(bad)
 
 
 categorical_serial, categorical_parallel = categorical
