@@ -42,6 +42,9 @@ def test_readme_has_usage_for_every_public_function():
         assert name in text, f"README has no usage for fastppo.{name}"
 
 
+# One block runs fastppo.warmup(), which compiles every kernel variant not yet
+# in the cache: minutes on a cold 2-core machine, so more than the default.
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("i", range(len(_python_blocks())))
 def test_readme_python_blocks_run(i, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
