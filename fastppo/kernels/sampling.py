@@ -67,10 +67,11 @@ KIND_F64 = 1
 KIND_F16 = 2
 KIND_BF16 = 3
 
-# The hot single-dimension path is IR-inlined (``inline``: ~10-20% faster);
-# the multi-dimension and validation helpers are separate compiled functions
-# (``kernel``) that Numba types and lowers once, shared by the serial and
-# parallel builds, which keeps the cold compile of the kernels down.
+# Small arithmetic helpers are IR-inlined (``inline``); everything a kernel
+# does per chunk or per row is a separate compiled function (``kernel``) that
+# Numba types and lowers once per signature and the serial and parallel builds
+# share. Inlining the chunk bodies bought nothing measurable at 64 rows a call
+# and cost about a minute of compile per parallel variant.
 
 # Rows per chunk: a chunk's scratch (logits, weights, normals) stays in L1.
 CHUNK = 64
@@ -238,45 +239,62 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     return not bad
 
 
-@inline
-def _chunk_check(xf, kind, mf, has_mask, width, i0, rows, R, M):  # pragma: no cover
-    """Decode, mask and check one chunk of single-dimension rows (``out=`` given).
+@kernel
+def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cover - compiled
+    """How many leading rows of a chunk are valid (``rows`` when all are).
 
-    The validation pass that runs before any write to the caller's buffers;
-    row maxima land in ``M`` (scratch).
-
-    The chunk's rows are contiguous in ``xf`` (the logits, flattened), so the
-    decode, the mask and the NaN/+inf check run as flat loops over ``rows *
-    width`` values that LLVM vectorises without a per-row remainder. Returns
-    how many leading rows are valid (``rows`` when all are).
+    The ``out=`` path's validation pass, run over every chunk before the
+    first write; the verdict is :func:`_chunk_load`'s (a NaN/+inf anywhere in
+    the row, masked or not, or no allowed action), reached without the
+    transpose and the maxima: the chunk's rows are contiguous in ``xf``, so
+    one flat loop over ``rows * width`` values flags NaN/+inf and marks in
+    ``F`` (uint8 scratch) the allowed entries above ``-inf``, and each row
+    then needs one mark.
     """
     base = i0 * width
     cnt = rows * width
-    if kind == KIND_F16:
+    bad = False
+    # one loop per (kind, mask) pair, as in _chunk_load, so each vectorises
+    if kind == KIND_F16 and has_mask:
         for k in range(cnt):
-            R[k] = f16_to_f32(xf[base + k])
+            v = f16_to_f32(xf[base + k])
+            bad |= not (v < _INF32)
+            F[k] = (v > -_INF32) & (mf[base + k] != 0)
+    elif kind == KIND_F16:
+        for k in range(cnt):
+            v = f16_to_f32(xf[base + k])
+            bad |= not (v < _INF32)
+            F[k] = v > -_INF32
+    elif kind == KIND_BF16 and has_mask:
+        for k in range(cnt):
+            v = bf16_to_f32(xf[base + k])
+            bad |= not (v < _INF32)
+            F[k] = (v > -_INF32) & (mf[base + k] != 0)
     elif kind == KIND_BF16:
         for k in range(cnt):
-            R[k] = bf16_to_f32(xf[base + k])
-    else:
-        for k in range(cnt):
-            R[k] = xf[base + k]
-    bad = False
-    if has_mask:
-        for k in range(cnt):
-            v = R[k]
+            v = bf16_to_f32(xf[base + k])
             bad |= not (v < _INF32)
-            R[k] = v if mf[base + k] != 0 else -_INF32
+            F[k] = v > -_INF32
+    elif has_mask:
+        for k in range(cnt):
+            v = xf[base + k]
+            bad |= not (v < _INF32)
+            F[k] = (v > -_INF32) & (mf[base + k] != 0)
     else:
         for k in range(cnt):
-            bad |= not (R[k] < _INF32)
-    n_ok = rows
-    if bad:  # rare: find the first row holding a NaN/+inf (before masking)
-        for i in range(rows):
-            if n_ok < rows:
-                break
+            v = xf[base + k]
+            bad |= not (v < _INF32)
+            F[k] = v > -_INF32
+    for i in range(rows):
+        o = i * width
+        marks = np.uint8(0)
+        for j in range(width):
+            marks |= F[o + j]
+        if marks == 0:
+            return i
+        if bad:  # rare: is the NaN/+inf in this row?
             for j in range(width):
-                v = xf[base + i * width + j]
+                v = xf[base + o + j]
                 if kind == KIND_F16:
                     w = np.float64(f16_to_f32(v))
                 elif kind == KIND_BF16:
@@ -284,39 +302,30 @@ def _chunk_check(xf, kind, mf, has_mask, width, i0, rows, R, M):  # pragma: no c
                 else:
                     w = np.float64(v)
                 if not (w < np.inf):
-                    n_ok = i
-                    break
-    for i in range(n_ok):
-        o = i * width
-        m = R[o]
-        for j in range(1, width):
-            m = max(m, R[o + j])
-        if m == -np.inf:
-            n_ok = i
-            break
-        M[i] = m
-    return n_ok
+                    return i
+    return rows
 
 
-@inline
-def _chunk_lanes(
-    xf, kind, mf, has_mask, width, i0, rows, u, deterministic, R, E, M, S, C, T, A, L, act, logp
-):  # pragma: no cover - compiled
-    """One chunk of single-dimension categorical rows, envs in the vector lanes.
+@kernel
+def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A):  # pragma: no cover - compiled
+    """Load one chunk of single-dimension categorical rows, envs in the vector lanes.
 
     The chunk's logits are decoded, masked and transposed to ``R[j * CHUNK +
-    i]`` (action ``j``, row ``i``) in one pass; every later step runs over
-    the chunk's rows in the inner loop, so each row's max, float64 sum and
-    inverse-CDF scan are vector lanes with no dependency chain between them
-    (a row loop would wait on each add). Per row the arithmetic, and its
-    order, is the one of :func:`_sample_segment`: ``a = #{j : c_j <= u s}``
-    with ``c_j`` the running sums, which is the first ``j`` with ``u s <
-    c_j`` as the ``c_j`` never decrease. Returns -1, or the first bad row
-    (nothing of that row or later is written).
+    i]`` (action ``j``, row ``i``) in one pass, and the row maxima land in
+    ``M``, so every later step (:func:`_chunk_sample`) runs over the chunk's
+    rows in the inner loop: each row's max, float64 sum and inverse-CDF scan
+    are vector lanes with no dependency chain between them (a row loop would
+    wait on each add). Returns how many leading rows are valid (``rows`` when
+    all are): a row is bad when it holds a NaN/+inf (masked or not) or allows
+    no action.
+
+    Compiled on its own (not IR-inlined): the serial and parallel builds of
+    :func:`categorical` share it, and a call per chunk of 64 rows costs
+    nothing measurable.
     """
     base = i0 * width
     # 1. decode, mask, transpose; a NaN/+inf (masked or not) marks its row
-    #    in A, reused as a flag until the scan. Row views indexed from 0 and
+    #    in A (int64 scratch), a flag until the scan. Row views indexed from 0 and
     #    float32 constants keep the loads vectorised (about 2x faster).
     for i in range(rows):
         o = base + i * width
@@ -364,13 +373,27 @@ def _chunk_lanes(
     for j in range(1, width):
         Rj = R[j * CHUNK : (j + 1) * CHUNK]
         for i in range(rows):
-            # a select, not max(): it vectorises (NaN rows are flagged anyway)
-            M[i] = Rj[i] if Rj[i] > M[i] else M[i]
-    n_ok = rows
+            # np.maximum (NaN-propagating; NaN rows are flagged anyway) is a
+            # blend that is always stored. A select that keeps M[i] becomes a
+            # masked store (vmaskmovps), microcoded and ~2x slower on AMD Zen.
+            M[i] = np.maximum(M[i], Rj[i])
     for i in range(rows):
         if A[i] != 0 or M[i] == -np.inf:
-            n_ok = i
-            break
+            return i
+    return rows
+
+
+@kernel
+def _chunk_sample(
+    width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp
+):  # pragma: no cover - compiled
+    """Draw the actions of a chunk loaded by :func:`_chunk_load`; writes rows ``< n_ok``.
+
+    Per row the arithmetic, and its order, is the one of
+    :func:`_sample_segment`: ``a = #{j : c_j <= u s}`` with ``c_j`` the
+    running sums, which is the first ``j`` with ``u s < c_j`` as the ``c_j``
+    never decrease.
+    """
     # 3. e = exp32(l - m) (float32: 8 per instruction, a loop of its own) and
     #    s = sum_j e_j in float64, in action order
     for i in range(rows):
@@ -414,7 +437,6 @@ def _chunk_lanes(
         a = A[i]
         act[i0 + i] = a
         logp[i0 + i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
-    return -1 if n_ok == rows else i0 + n_ok
 
 
 @kernel_pair
@@ -475,12 +497,11 @@ def categorical(
     # checked along the sampling pass and dropped on error.
     if prevalidate:
         for t in numba.prange(n_tasks):
-            R = np.empty(CHUNK * width, dtype=proto.dtype)
-            M = np.empty(CHUNK, dtype=proto.dtype)
+            F = np.empty(CHUNK * width, dtype=np.uint8)
             for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
                 i0 = c * CHUNK
                 rows = min(n, i0 + CHUNK) - i0
-                n_ok = _chunk_check(xf, kind, mf, has_mask, width, i0, rows, R, M)
+                n_ok = _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F)
                 if n_ok < rows:
                     bad[c] = i0 + n_ok
         first = _first_bad(bad)
@@ -495,33 +516,15 @@ def categorical(
         C = np.empty(CHUNK, dtype=np.float64)
         T = np.empty(CHUNK, dtype=np.float64)
         A = np.empty(CHUNK, dtype=np.int64)
-        L = np.empty(CHUNK, dtype=np.int64)
         u = np.zeros(2 * CHUNK, dtype=np.float64)
         for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
             i0 = c * CHUNK
             rows = min(n, i0 + CHUNK) - i0
             chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
-            bad[c] = _chunk_lanes(
-                xf,
-                kind,
-                mf,
-                has_mask,
-                width,
-                i0,
-                rows,
-                u,
-                deterministic,
-                R,
-                E,
-                M,
-                S,
-                C,
-                T,
-                A,
-                L,
-                act,
-                logp,
-            )
+            n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A)
+            _chunk_sample(width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp)
+            if n_ok < rows:
+                bad[c] = i0 + n_ok
     return _first_bad(bad)
 
 
@@ -655,7 +658,7 @@ def _cols_finite(x, col, a_dim, kind, i0, i1):  # pragma: no cover - compiled
     return not bad
 
 
-@inline
+@kernel
 def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # pragma: no cover
     """-1, or the first row in ``[i0, i1)`` whose mean or log-std is NaN or +-inf.
 
@@ -782,7 +785,7 @@ def gaussian(
     return -1
 
 
-@inline
+@kernel
 def _gaussian_chunk(
     pm,
     mcol,
