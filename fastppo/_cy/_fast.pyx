@@ -109,27 +109,37 @@ cdef inline bint _overlap(Span a, Span b) noexcept:
     return a.lo < b.hi and b.lo < a.hi
 
 
-cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
-    cdef int nd = cnp.PyArray_NDIM(a), i
-    if cnp.PyArray_NDIM(b) != nd:
+cdef inline bint _shape_is(cnp.ndarray a, int nd, cnp.npy_intp* dims) noexcept:
+    """``a`` has ``nd`` dimensions of sizes ``dims[:nd]``."""
+    cdef int i
+    if cnp.PyArray_NDIM(a) != nd:
         return False
     for i in range(nd):
-        if cnp.PyArray_DIM(a, i) != cnp.PyArray_DIM(b, i):
+        if cnp.PyArray_DIM(a, i) != dims[i]:
             return False
     return True
 
 
-cdef inline bint _float_like(object x, cnp.ndarray ref, int flags) noexcept:
-    """``x`` is an ndarray of ``ref``'s dtype and shape with ``flags`` set."""
+cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
+    return _shape_is(a, cnp.PyArray_NDIM(b), cnp.PyArray_DIMS(b))
+
+
+cdef inline bint _typed(object x, int typenum, int flags, int nd, cnp.npy_intp* dims) noexcept:
+    """``x`` is a native-byte-order ndarray of ``typenum``, shape ``dims[:nd]``, ``flags`` set."""
     if type(x) is not cnp.ndarray:
         return False
     cdef cnp.ndarray a = <cnp.ndarray>x
     return (
-        cnp.PyArray_TYPE(a) == cnp.PyArray_TYPE(ref)
+        cnp.PyArray_TYPE(a) == typenum
         and cnp.PyArray_ISNOTSWAPPED(a)
         and cnp.PyArray_CHKFLAGS(a, flags)
-        and _same_shape(a, ref)
+        and _shape_is(a, nd, dims)
     )
+
+
+cdef inline bint _float_like(object x, cnp.ndarray ref, int flags) noexcept:
+    """``x`` is an ndarray of ``ref``'s dtype and shape with ``flags`` set."""
+    return _typed(x, cnp.PyArray_TYPE(ref), flags, cnp.PyArray_NDIM(ref), cnp.PyArray_DIMS(ref))
 
 
 cdef inline bint _flags_like(object x, cnp.ndarray ref) noexcept:
@@ -301,18 +311,9 @@ cdef class _Batch:
         return outs
 
 
-cdef inline bint _vector_out(object x, int typenum, Py_ssize_t n) noexcept:
+cdef inline bint _vector_out(object x, int typenum, cnp.npy_intp n) noexcept:
     """``x`` is a writeable, aligned, C-contiguous [n] ndarray of ``typenum``."""
-    if type(x) is not cnp.ndarray:
-        return False
-    cdef cnp.ndarray a = <cnp.ndarray>x
-    return (
-        cnp.PyArray_TYPE(a) == typenum
-        and cnp.PyArray_ISNOTSWAPPED(a)
-        and cnp.PyArray_CHKFLAGS(a, _OUT_FLAGS)
-        and cnp.PyArray_NDIM(a) == 1
-        and cnp.PyArray_DIM(a, 0) == n
-    )
+    return _typed(x, typenum, _OUT_FLAGS, 1, &n)
 
 
 cdef inline void* _data(object a) noexcept:
