@@ -720,22 +720,21 @@ def gaussian(
     """
     n = pm.shape[0]
     n_chunks = (n + CHUNK - 1) // CHUNK
-    bad = np.full(n_chunks, -1, dtype=np.int64)
+    n_tasks = (n_chunks + TASK - 1) // TASK
+    bad = np.full(n_tasks, -1, dtype=np.int64)
     if shared_std and n > 0:
         # one row of log-stds for every env: checked once
         bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1)
         if bad0 >= 0:
             return 0
-    for c in numba.prange(n_chunks):
-        i0 = c * CHUNK
-        bad[c] = _gaussian_rows_ok(
-            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + CHUNK)
+    for t in numba.prange(n_tasks):
+        i0 = t * TASK * CHUNK
+        bad[t] = _gaussian_rows_ok(
+            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + TASK * CHUNK)
         )
     first = _first_bad(bad)
     if first >= 0:
         return first
-    n_pair = (a_dim + 1) // 2
-    n_blk = (n_pair + 1) // 2
     # a state-independent std: one exp per dimension per call
     ls0 = np.empty(a_dim, dtype=np.float64)
     sd0 = np.empty(a_dim, dtype=np.float64)
@@ -743,50 +742,33 @@ def gaussian(
         for j in range(a_dim):
             ls0[j] = load1(pl, 0, lcol + j, kind)
             sd0[j] = math.exp(ls0[j])
-    # Tasks of TASK chunks share one set of scratch arrays: per chunk, the
-    # allocations would cost as much as the arithmetic at N = 4096.
-    n_tasks = (n_chunks + TASK - 1) // TASK
     for t in numba.prange(n_tasks):
-        ia = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
-        ib = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
-        zc = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
-        zs = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
-        lacc = np.empty(CHUNK, dtype=np.float64)
-        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
-            _gaussian_chunk(
-                pm,
-                mcol,
-                pl,
-                lcol,
-                a_dim,
-                kind,
-                shared_std,
-                seed_lo,
-                seed_hi,
-                ctr_lo,
-                ctr_hi,
-                env_offset,
-                squash,
-                deterministic,
-                act,
-                logp,
-                n,
-                c,
-                n_pair,
-                n_blk,
-                ls0,
-                sd0,
-                ia,
-                ib,
-                zc,
-                zs,
-                lacc,
-            )
+        _gaussian_task(
+            pm,
+            mcol,
+            pl,
+            lcol,
+            a_dim,
+            kind,
+            shared_std,
+            seed_lo,
+            seed_hi,
+            ctr_lo,
+            ctr_hi,
+            env_offset,
+            squash,
+            deterministic,
+            act,
+            logp,
+            t,
+            ls0,
+            sd0,
+        )
     return -1
 
 
 @kernel
-def _gaussian_chunk(
+def _gaussian_task(
     pm,
     mcol,
     pl,
@@ -803,89 +785,99 @@ def _gaussian_chunk(
     deterministic,
     act,
     logp,
-    n,
-    c,
-    n_pair,
-    n_blk,
+    t,
     ls0,
     sd0,
-    ia,
-    ib,
-    zc,
-    zs,
-    lacc,
 ):  # pragma: no cover - compiled
-    """Rows ``[c * CHUNK, (c + 1) * CHUNK)`` of :func:`gaussian`, in scratch ``ia``..``lacc``."""
-    i0 = c * CHUNK
-    rows = min(n, i0 + CHUNK) - i0
-    # Philox for every (block, env) of the chunk with envs innermost, then
-    # Box-Muller as a separate pass: both loops vectorise (8 float32
-    # normals per instruction), the Philox one on 4 envs per register.
-    # All four words of a block are used: pair 2b from (w0, w1), pair
-    # 2b + 1 from (w2, w3).
-    if deterministic:
-        zc[:] = 0.0
-        zs[:] = 0.0
-    else:
-        # views indexed from 0: no negative-index wrap for LLVM to keep
-        for b in range(n_blk):
-            ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-            ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-            ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
-            ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
-            for i in range(rows):
-                w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0 + i, b)
-                ia0[i], ib0[i] = normal_words(w0, w1)
-                ia1[i], ib1[i] = normal_words(w2, w3)
-        for p in range(n_pair):
-            iap = ia[p * CHUNK : (p + 1) * CHUNK]
-            ibp = ib[p * CHUNK : (p + 1) * CHUNK]
-            zcp = zc[p * CHUNK : (p + 1) * CHUNK]
-            zsp = zs[p * CHUNK : (p + 1) * CHUNK]
-            for i in range(rows):
-                zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
-    # then dimension by dimension with envs innermost: the normals are
-    # read contiguously and the log-density accumulates per env in
-    # ``lacc`` (same j order as a row loop, so the same float64 sums).
-    lacc[:] = 0.0
-    for j in range(a_dim):
-        zsrc = zs if j & 1 else zc
-        off = (j >> 1) * CHUNK
-        if shared_std and not squash:
-            ls = ls0[j]
-            sd = sd0[j]
-            zv = zsrc[off : off + CHUNK]
-            if kind == KIND_F32 or kind == KIND_F64:  # no decode: a tight loop
-                actj = act[i0 : i0 + rows, j]
-                pmj = pm[i0 : i0 + rows, mcol + j]
+    """Chunks ``[t * TASK, (t + 1) * TASK)`` of :func:`gaussian` (a parallel task).
+
+    One set of scratch arrays serves the task's chunks (per chunk, the
+    allocations would cost as much as the arithmetic at N = 4096), and one
+    call per task keeps the call overhead of a separately compiled function
+    (~100 ns) out of the per-chunk cost.
+    """
+    n = pm.shape[0]
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    n_pair = (a_dim + 1) // 2
+    n_blk = (n_pair + 1) // 2
+    ia = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+    ib = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+    zc = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+    zs = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+    lacc = np.empty(CHUNK, dtype=np.float64)
+    for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+        i0 = c * CHUNK
+        rows = min(n, i0 + CHUNK) - i0
+        # Philox for every (block, env) of the chunk with envs innermost, then
+        # Box-Muller as a separate pass: both loops vectorise (8 float32
+        # normals per instruction), the Philox one on 4 envs per register.
+        # All four words of a block are used: pair 2b from (w0, w1), pair
+        # 2b + 1 from (w2, w3).
+        if deterministic:
+            zc[:] = 0.0
+            zs[:] = 0.0
+        else:
+            # views indexed from 0: no negative-index wrap for LLVM to keep
+            for b in range(n_blk):
+                ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+                ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+                ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+                ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
                 for i in range(rows):
-                    actj[i] = np.float64(pmj[i]) + sd * np.float64(zv[i])
-            else:
+                    w0, w1, w2, w3 = env_block(
+                        seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0 + i, b
+                    )
+                    ia0[i], ib0[i] = normal_words(w0, w1)
+                    ia1[i], ib1[i] = normal_words(w2, w3)
+            for p in range(n_pair):
+                iap = ia[p * CHUNK : (p + 1) * CHUNK]
+                ibp = ib[p * CHUNK : (p + 1) * CHUNK]
+                zcp = zc[p * CHUNK : (p + 1) * CHUNK]
+                zsp = zs[p * CHUNK : (p + 1) * CHUNK]
+                for i in range(rows):
+                    zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+        # then dimension by dimension with envs innermost: the normals are
+        # read contiguously and the log-density accumulates per env in
+        # ``lacc`` (same j order as a row loop, so the same float64 sums).
+        lacc[:] = 0.0
+        for j in range(a_dim):
+            zsrc = zs if j & 1 else zc
+            off = (j >> 1) * CHUNK
+            if shared_std and not squash:
+                ls = ls0[j]
+                sd = sd0[j]
+                zv = zsrc[off : off + CHUNK]
+                if kind == KIND_F32 or kind == KIND_F64:  # no decode: a tight loop
+                    actj = act[i0 : i0 + rows, j]
+                    pmj = pm[i0 : i0 + rows, mcol + j]
+                    for i in range(rows):
+                        actj[i] = np.float64(pmj[i]) + sd * np.float64(zv[i])
+                else:
+                    for i in range(rows):
+                        zj = np.float64(zv[i])
+                        act[i0 + i, j] = load1(pm, i0 + i, mcol + j, kind) + sd * zj
                 for i in range(rows):
                     zj = np.float64(zv[i])
-                    act[i0 + i, j] = load1(pm, i0 + i, mcol + j, kind) + sd * zj
-            for i in range(rows):
-                zj = np.float64(zv[i])
-                lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI
-        else:
-            for i in range(rows):
-                ii = i0 + i
-                zj = np.float64(zsrc[off + i])
-                if shared_std:
-                    ls = ls0[j]
-                    sd = sd0[j]
-                else:
-                    ls = load1(pl, ii, lcol + j, kind)
-                    sd = math.exp(ls)
-                u = load1(pm, ii, mcol + j, kind) + sd * zj
-                lp = -0.5 * zj * zj - ls - _HALF_LOG_2PI
-                if squash:
-                    lp -= 2.0 * (_LOG2 - u - _softplus(-2.0 * u))
-                    u = math.tanh(u)
-                act[ii, j] = u
-                lacc[i] += lp
-    for i in range(rows):
-        logp[i0 + i] = lacc[i]
+                    lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI
+            else:
+                for i in range(rows):
+                    ii = i0 + i
+                    zj = np.float64(zsrc[off + i])
+                    if shared_std:
+                        ls = ls0[j]
+                        sd = sd0[j]
+                    else:
+                        ls = load1(pl, ii, lcol + j, kind)
+                        sd = math.exp(ls)
+                    u = load1(pm, ii, mcol + j, kind) + sd * zj
+                    lp = -0.5 * zj * zj - ls - _HALF_LOG_2PI
+                    if squash:
+                        lp -= 2.0 * (_LOG2 - u - _softplus(-2.0 * u))
+                        u = math.tanh(u)
+                    act[ii, j] = u
+                    lacc[i] += lp
+        for i in range(rows):
+            logp[i0 + i] = lacc[i]
 
 
 gaussian_serial, gaussian_parallel = gaussian
