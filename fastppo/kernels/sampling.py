@@ -247,62 +247,46 @@ def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cove
     first write; the verdict is :func:`_chunk_load`'s (a NaN/+inf anywhere in
     the row, masked or not, or no allowed action), reached without the
     transpose and the maxima: the chunk's rows are contiguous in ``xf``, so
-    one flat loop over ``rows * width`` values flags NaN/+inf and marks in
-    ``F`` (uint8 scratch) the allowed entries above ``-inf``, and each row
-    then needs one mark.
+    one flat loop over ``rows * width`` values marks each entry in ``F``
+    (uint8 scratch) with bit 1 if it is allowed and above ``-inf`` and bit 2
+    if it is NaN/+inf; a row is valid when the OR of its marks is 1.
     """
     base = i0 * width
     cnt = rows * width
-    bad = False
+    one = np.uint8(1)
+    two = np.uint8(2)
     # one loop per (kind, mask) pair, as in _chunk_load, so each vectorises
     if kind == KIND_F16 and has_mask:
         for k in range(cnt):
             v = f16_to_f32(xf[base + k])
-            bad |= not (v < _INF32)
-            F[k] = (v > -_INF32) & (mf[base + k] != 0)
+            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
     elif kind == KIND_F16:
         for k in range(cnt):
             v = f16_to_f32(xf[base + k])
-            bad |= not (v < _INF32)
-            F[k] = v > -_INF32
+            F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     elif kind == KIND_BF16 and has_mask:
         for k in range(cnt):
             v = bf16_to_f32(xf[base + k])
-            bad |= not (v < _INF32)
-            F[k] = (v > -_INF32) & (mf[base + k] != 0)
+            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
     elif kind == KIND_BF16:
         for k in range(cnt):
             v = bf16_to_f32(xf[base + k])
-            bad |= not (v < _INF32)
-            F[k] = v > -_INF32
+            F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     elif has_mask:
         for k in range(cnt):
             v = xf[base + k]
-            bad |= not (v < _INF32)
-            F[k] = (v > -_INF32) & (mf[base + k] != 0)
+            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
     else:
         for k in range(cnt):
             v = xf[base + k]
-            bad |= not (v < _INF32)
-            F[k] = v > -_INF32
+            F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     for i in range(rows):
         o = i * width
         marks = np.uint8(0)
         for j in range(width):
             marks |= F[o + j]
-        if marks == 0:
+        if marks != one:
             return i
-        if bad:  # rare: is the NaN/+inf in this row?
-            for j in range(width):
-                v = xf[base + o + j]
-                if kind == KIND_F16:
-                    w = np.float64(f16_to_f32(v))
-                elif kind == KIND_BF16:
-                    w = np.float64(bf16_to_f32(v))
-                else:
-                    w = np.float64(v)
-                if not (w < np.inf):
-                    return i
     return rows
 
 
