@@ -109,6 +109,10 @@ def document(module: str, name: str) -> str:
 def render() -> str:
     sys.path.insert(0, str(ROOT))
     parts = [HEADER]
+    import fastppo._files
+
+    threat = inspect.getdoc(fastppo._files) or ""
+    parts.append(f"\n## Files are data: what loading a checkpoint may cause\n\n{threat}\n")
     for module in MODULES:
         names = public_names(module)
         parts.append(f"\n## `{module}`\n\n" + ", ".join(f"`{n}`" for n in names) + "\n")

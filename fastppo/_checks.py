@@ -154,6 +154,31 @@ def flag_array(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray
     fail(fn, name, "bool, uint8 or float 0/1", f"dtype {a.dtype}", exc=TypeError)
 
 
+def int_vector(fn: str, name: str, x: Any, lo: int, hi: int, min_size: int = 1) -> np.ndarray:
+    """A 1-D int64 vector of at least ``min_size`` ints, each in ``[lo, hi]``.
+
+    The range is checked on the values as given (any int dtype, Python ints of
+    any size), before the cast: a uint64 ``2**64 - 1`` or a sum that would wrap
+    in int64 never reaches a kernel as a small or negative number.
+    """
+    expected = f"a 1-D sequence of at least {min_size} ints in [{lo}, {hi}]"
+    try:
+        v = np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        fail(fn, name, expected, repr(x), exc=TypeError)
+    if v.ndim != 1 or v.size < min_size or (v.size and v.dtype.kind not in "iu"):
+        if v.ndim == 1 and v.dtype.kind == "O" and all(_is_int(e) for e in v.tolist()):
+            fail(fn, name, expected, f"{x!r} (beyond 64 bits)")
+        fail(fn, name, expected, repr(x), exc=TypeError)
+    if v.size and ((v < lo) | (v > hi)).any():
+        fail(fn, name, expected, repr(v.tolist()))
+    return v.astype(np.int64)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def check_shape(fn: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> None:
     if a.shape != shape:
         fail(fn, name, f"shape {shape}", f"shape {a.shape}")

@@ -88,11 +88,30 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--seed", type=int, default=None, help="first episode seed")
+    p.add_argument(
+        "--env",
+        default=None,
+        metavar="ENV_ID",
+        help="evaluate on this env id instead of the checkpoint's (spaces must match)",
+    )
+    p.add_argument(
+        "--trust-env-id",
+        action="store_true",
+        help="accept a checkpoint env id with a module part ('pkg.mod:Env-v0'), which "
+        "gymnasium imports; refused by default, as a file must not choose code to run",
+    )
 
     def run(ns: argparse.Namespace) -> int:
         from fastppo.ppo.run import eval_main
 
-        return eval_main(ns.dir, episodes=ns.episodes, stochastic=ns.stochastic, seed=ns.seed)
+        return eval_main(
+            ns.dir,
+            episodes=ns.episodes,
+            stochastic=ns.stochastic,
+            seed=ns.seed,
+            env_id=ns.env,
+            trust_env_id=ns.trust_env_id,
+        )
 
     p.set_defaults(func=run)
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from fastppo import codec as _codec
-from fastppo._checks import as_array, describe, fail
+from fastppo._checks import as_array, describe, fail, int_vector
 from fastppo._fastpath import CATEGORICAL
 from fastppo._fastpath import fast as _fast
 from fastppo.kernels import sampling as _k
@@ -355,14 +355,10 @@ def sample_categorical(
 
 
 def _nvec(fn: str, nvec: Any, width: int) -> np.ndarray:
-    try:
-        v = np.asarray(nvec)
-    except Exception:
-        v = np.asarray([])
-    if v.ndim != 1 or v.size == 0 or v.dtype.kind not in "iu":
-        fail(fn, "nvec", "a non-empty 1-D sequence of ints", repr(nvec), exc=TypeError)
-    if (v < 1).any():
-        fail(fn, "nvec", "all >= 1", repr(v.tolist()))
+    # Each count within [1, width] before anything is summed: the int64 sum of
+    # counts like [2**63 - 1, 2**63 - 1, 7] would wrap to the width and send
+    # the kernel past the end of the logits.
+    v = int_vector(fn, "nvec", nvec, 1, max(width, 1))
     if int(v.sum()) != width:
         fail(fn, "nvec", f"to sum to logits.shape[1] = {width}", f"sum {int(v.sum())}")
     offs = np.zeros(v.size + 1, dtype=np.int64)

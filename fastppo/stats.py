@@ -463,6 +463,13 @@ class RunningMeanStd:
         missing = [k for k in keys if k not in d]
         if missing:
             fail(fn, "d", f"a mapping with keys {keys}", f"one missing {missing}")
+        # The statistics are sized by the data, never by the claimed shape
+        # alone: a state read from a file allocates no more than it holds.
+        n_feat = math.prod(_shape_tuple(fn, d["shape"]))
+        for name in ("mean", "var"):
+            size = np.size(d[name]) if isinstance(d[name], (list, tuple, np.ndarray)) else 1
+            if size != n_feat:
+                fail(fn, name, f"{n_feat} real numbers (prod(shape))", f"{size} values")
         rms = cls(d["shape"], d["epsilon"])
         rms._load(fn, d["count"], d["mean"], d["var"])
         return rms
@@ -671,10 +678,11 @@ class ReturnNormalizer:
         rms = RunningMeanStd.from_state_dict(d["rms"])
         if rms.shape != ():
             fail(fn, "rms", "statistics of shape ()", f"shape {rms.shape}")
-        rn = cls(d["n_envs"], d["gamma"], d["clip"], rms.epsilon)
+        # returns first: n_envs alone must not size an allocation
         ret = as_array(fn, "returns", d["returns"])
-        if ret.dtype.kind not in "fi" or ret.shape != (rn._n_envs,):
-            fail(fn, "returns", f"{rn._n_envs} real numbers", describe(ret))
+        if ret.dtype.kind not in "fi" or ret.shape != (d["n_envs"],):
+            fail(fn, "returns", f"n_envs = {d['n_envs']!r} real numbers", describe(ret))
+        rn = cls(d["n_envs"], d["gamma"], d["clip"], rms.epsilon)
         ret = ret.astype(np.float64)
         check_finite(fn, "returns", ret)
         # into the existing buffers: the Cython ReturnScaler holds views of them

@@ -157,8 +157,9 @@ def test_broadcast_header_is_as_documented() -> None:
     p = np.arange(3, dtype=np.float64)
     blob = encode_weights(p, 2**40 + 5)
     magic, fmt, code, r0, version, n, crc, r1 = struct.unpack_from("<4sHBBQQII", blob)
-    assert (magic, fmt, code, r0, version, n, r1) == (b"FPPW", 1, 2, 0, 2**40 + 5, 3, 0)
-    assert crc == zlib.crc32(p.tobytes())
+    assert (magic, fmt, code, r0, version, n, r1) == (b"FPPW", 2, 2, 0, 2**40 + 5, 3, 0)
+    # the CRC covers the whole frame, read with its own four bytes as zeros
+    assert crc == zlib.crc32(blob[:24] + bytes(4) + blob[28:])
     assert blob[32:] == p.astype("<f8").tobytes()
 
 
@@ -181,12 +182,37 @@ def test_broadcast_rejects_bad_bytes() -> None:
         decode_weights(blob, dtype=np.float64)
     bad_fmt = bytearray(blob)
     bad_fmt[4] = 9
-    with pytest.raises(ValueError, match="format version 1"):
+    with pytest.raises(ValueError, match="format version 2"):
         decode_weights(bytes(bad_fmt))
+    with pytest.raises(TypeError, match="decode_weights: buf must be a bytes-like object"):
+        decode_weights("FPPW")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="float32 or float64"):
         encode_weights(np.ones(3, np.int32), 0)
     with pytest.raises(ValueError, match="version must be an int >= 0"):
         encode_weights(p, -1)
+
+
+def test_broadcast_every_header_bit_is_covered() -> None:
+    # A flipped bit anywhere in the frame (the policy version the staleness
+    # valve trusts, the reserved bytes, the CRC itself) is refused.
+    blob = encode_weights(np.arange(4, dtype=np.float32), 12345)
+    for byte in range(len(blob)):
+        for bit in range(8):
+            flipped = bytearray(blob)
+            flipped[byte] ^= 1 << bit
+            with pytest.raises(ValueError, match=r"^decode_weights: buf must be "):
+                decode_weights(bytes(flipped))
+
+
+@pytest.mark.parametrize("offset", [7, 28, 29, 31])
+def test_broadcast_reserved_fields_must_be_zero(offset: int) -> None:
+    # even with a CRC recomputed over the tampered header
+    frame = bytearray(encode_weights(np.ones(2, np.float64), 3))
+    frame[offset] = 1
+    frame[24:28] = bytes(4)
+    struct.pack_into("<I", frame, 24, zlib.crc32(bytes(frame)))
+    with pytest.raises(ValueError, match="reserved fields are 0"):
+        decode_weights(bytes(frame))
 
 
 # ------------------------------------------------------- actor core tagging
@@ -491,7 +517,9 @@ def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:
         checkpoint.load(path)
     obj = np.empty(1, dtype=object)
     np.savez(path, params=obj, adam_m=np.zeros(3), adam_v=np.zeros(3), meta=meta)
-    with pytest.raises(ValueError, match="allow_pickle"):
+    with pytest.raises(
+        ValueError, match=r"checkpoint.load: .*'params.npy' must be an array of numbers"
+    ):
         checkpoint.load(path)  # an object array is refused, never unpickled
 
 
@@ -510,3 +538,4 @@ def test_report_rates_and_lag_statistics() -> None:
     assert rep.lag_stats() == {"mean": pytest.approx(1.0), "max": 3.0, "p95": 1.0}
     rep.lag_histogram = {0: 10, 1: 84, 3: 6}
     assert rep.lag_stats()["p95"] == 3.0
+

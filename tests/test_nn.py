@@ -423,11 +423,36 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match="ActorCritic: activation must be one of"):
         ActorCritic((2,), "discrete", nvec=[2], activation="gelu")
     with pytest.raises(
-        ValueError, match="ActorCritic: hidden_sizes must be a sequence of positive ints"
+        ValueError, match=r"ActorCritic: hidden_sizes must be a sequence of ints in \[1, 65536\]"
     ):
         ActorCritic((2,), "discrete", nvec=[2], hidden_sizes=(64, 0))
-    with pytest.raises(ValueError, match="ActorCritic: nvec must be positive category counts"):
+    with pytest.raises(ValueError, match=r"ActorCritic: nvec must be .* ints in \[1, 65536\]"):
         ActorCritic((2,), "multi_discrete", nvec=[2, 0])
+    with pytest.raises(ValueError, match=r"ActorCritic: nvec must be .* ints in \[1, 65536\]"):
+        ActorCritic((2,), "multi_discrete", nvec=np.array([2**64 - 1, 3], np.uint64))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"obs_shape": (65536, 65536)},
+        {"hidden_sizes": (30000, 30000)},
+        {"kind": "continuous", "action_dim": 10**12},
+        {"kind": "multi_discrete", "nvec": [65536] * 2000},
+    ],
+)
+def test_network_size_rule_comes_before_any_allocation(kw):
+    # A checkpoint's spec must not make the constructor allocate gigabytes:
+    # these raise at once (no orthogonal init of a 30000x30000 matrix).
+    from fastppo.nn.policy import MAX_PARAMS
+
+    args = {"obs_shape": (4,), "kind": "discrete", "nvec": [2], **kw}
+    if args["kind"] == "continuous":
+        args.pop("nvec")
+    with pytest.raises(
+        ValueError, match=rf"ActorCritic: .* must be (at most MAX_PARAMS = {MAX_PARAMS}|an int in)"
+    ):
+        ActorCritic(args.pop("obs_shape"), args.pop("kind"), **args)
 
 
 def test_input_errors():

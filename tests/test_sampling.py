@@ -566,10 +566,29 @@ def test_multi_categorical_errors() -> None:
     x = _logits(3, 5)
     with pytest.raises(ValueError, match=r"nvec must be to sum to logits\.shape"):
         S.sample_multi_categorical(x, [2, 2], seed=1, counter=1)
-    with pytest.raises(ValueError, match="nvec must be all >= 1"):
+    with pytest.raises(ValueError, match=r"nvec must be a 1-D sequence of .* ints in \[1, 5\]"):
         S.sample_multi_categorical(x, [5, 0], seed=1, counter=1)
-    with pytest.raises(TypeError, match="nvec must be a non-empty 1-D sequence"):
+    with pytest.raises(TypeError, match="nvec must be a 1-D sequence"):
         S.sample_multi_categorical(x, [2.5, 2.5], seed=1, counter=1)
+    with pytest.raises(TypeError, match="nvec must be a 1-D sequence"):
+        S.sample_multi_categorical(x, [], seed=1, counter=1)
+
+
+@pytest.mark.parametrize(
+    "nvec",
+    [
+        [2**63 - 1, 2**63 - 1, 7],  # int64 sum wraps to 5 (was a SIGSEGV)
+        np.array([2**64 - 1, 6], np.uint64),  # wraps to 5 as int64
+        np.array([-1, 6], np.int64),
+        [2**70, 1],  # beyond 64 bits
+    ],
+)
+def test_multi_categorical_nvec_that_wraps_is_refused(nvec) -> None:
+    x = _logits(3, 5)
+    act, logp = np.full((3, 3), 7, np.int64), np.full(3, 7.0, np.float32)
+    with pytest.raises(ValueError, match=r"sample_multi_categorical: nvec must be .* in \[1, 5\]"):
+        S.sample_multi_categorical(x, nvec, seed=1, counter=1, out=(act[:, : len(nvec)], logp))
+    assert (act == 7).all() and (logp == 7.0).all()
     m = np.ones((3, 5), bool)
     m[1, 2:] = False
     with pytest.raises(ValueError, match="env 1 in dimension 1"):

@@ -14,8 +14,10 @@ a save leaves the previous checkpoint intact. Arrays:
     ``version``, ``adam`` (step count and scalars), ``rng`` (the learner's
     PCG64 state), ``incarnations`` and ``restarts`` per actor, ``config``.
 
-Loading checks the format tag, version and array shapes, and reads with
-``allow_pickle=False``: a tampered file can fail to load, never run code.
+Loading goes through :func:`fastppo._files.read_npz` (threat model in
+docs/api.md): nothing is unpickled or imported, nothing is allocated beyond the
+file's size, and every malformed or inconsistent file is one ``ValueError``
+naming ``checkpoint.load``, the file and the problem.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fastppo._files import bad, member, npz_bytes, parse_json, read_file, read_npz, write_atomic
 from fastppo.actor_learner.learner import Learner
 
 FILENAME = "learner.npz"
@@ -52,32 +55,34 @@ def save(learner: Learner, directory: str) -> str:
         "config": learner.cfg.to_dict(),
     }
     path = os.path.join(directory, FILENAME)
-    tmp = os.path.join(directory, f".{FILENAME}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(
-            fh,
-            params=np.asarray(learner.policy.params),
-            adam_m=opt["m"],
-            adam_v=opt["v"],
-            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-        )
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    arrays = {
+        "params": np.asarray(learner.policy.params),
+        "adam_m": opt["m"],
+        "adam_v": opt["v"],
+        "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    }
+    write_atomic(path, npz_bytes(arrays))
     return path
+
+
+_FN = "checkpoint.load"
+_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a checkpoint file: ``(arrays, meta)``; never unpickles."""
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in ("params", "adam_m", "adam_v", "meta")}
-    meta = json.loads(arrays.pop("meta").tobytes().decode())
+    arrays = read_npz(_FN, path, read_file(_FN, path))
+    raw = member(_FN, path, arrays, "meta", np.uint8)
+    meta = parse_json(_FN, f"{path} array 'meta'", raw.tobytes())
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"checkpoint: {path} must be a {FORMAT} checkpoint version {FORMAT_VERSION}, "
-            f"got format {meta.get('format')!r} version {meta.get('format_version')!r}"
+        bad(
+            _FN,
+            path,
+            f"a {FORMAT} checkpoint version {FORMAT_VERSION}",
+            f"format {meta.get('format')!r} version {meta.get('format_version')!r}",
         )
-    return arrays, meta
+    out = {k: member(_FN, path, arrays, k, np.float64) for k in ("params", "adam_m", "adam_v")}
+    return out, meta
 
 
 def maybe_resume(learner: Learner, directory: str | None) -> list[int]:
@@ -92,16 +97,30 @@ def maybe_resume(learner: Learner, directory: str | None) -> list[int]:
         return [0] * n
     arrays, meta = load(path)
     params = np.asarray(learner.policy.params)
-    if arrays["params"].shape != params.shape or arrays["params"].dtype != params.dtype:
-        raise ValueError(
-            f"checkpoint: params must be {params.dtype} of shape {params.shape} (this policy), "
-            f"got {arrays['params'].dtype} of shape {arrays['params'].shape}"
-        )
-    if len(meta["incarnations"]) != n:
-        raise ValueError(
-            f"checkpoint: num_actors must be {len(meta['incarnations'])} as when it was saved, "
-            f"got {n}"
-        )
+    for k in ("params", "adam_m", "adam_v"):
+        if arrays[k].shape != params.shape:
+            bad(_FN, f"{path} array {k!r}", f"shape {params.shape} (this policy)", arrays[k].shape)
+    try:
+        return _restore(path, learner, arrays, meta)
+    except _ERRORS as e:
+        msg = str(e)
+        if path in msg:
+            raise  # already names the loader and the file
+        bad(_FN, path, "a consistent learner checkpoint", msg or type(e).__name__)
+
+
+def _restore(
+    path: str, learner: Learner, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+) -> list[int]:
+    n = learner.cfg.num_actors
+    per_actor = [meta[k] for k in ("incarnations", "alive", "restarts")]
+    if not all(isinstance(v, list) and len(v) == n for v in per_actor):
+        saved = [len(v) if isinstance(v, list) else None for v in per_actor]
+        bad(_FN, path, f"saved with num_actors = {n} like this run", f"per-actor lists of {saved}")
+    counters = [meta[k] for k in ("updates", "env_steps", "episodes")] + per_actor[0]
+    counters += per_actor[2]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters):
+        bad(_FN, path, "counters that are ints >= 0", counters)
     learner.policy.set_params(arrays["params"])
     opt = {"m": arrays["adam_m"], "v": arrays["adam_v"], **meta["adam"]}
     learner.optimizer.load_state_dict(opt)

@@ -6,18 +6,22 @@ fixed header followed by raw floats::
 
     offset  size  field
     0       4     magic  b"FPPW"
-    4       2     format version (uint16, currently 1)
+    4       2     format version (uint16, currently 2)
     6       1     dtype code (uint8: 1 = float32, 2 = float64)
-    7       1     reserved, 0
+    7       1     reserved, must be 0
     8       8     policy version (uint64)
     16      8     number of parameters n (uint64)
-    24      4     CRC-32 of the payload (uint32, zlib.crc32)
-    28      4     reserved, 0
+    24      4     CRC-32 of the whole frame (uint32, zlib.crc32), computed with
+                  these four bytes set to zero
+    28      4     reserved, must be 0
     32      n*w   the flat parameter vector, little-endian, w = 4 or 8 bytes
 
-All integers are little-endian. The CRC catches truncation and a read torn by
-a concurrent writer (the shared-memory transport relies on it as a second line
-behind its sequence lock).
+All integers are little-endian. The CRC covers every byte but its own, header
+included: a flipped bit in the policy version (which the staleness valve
+trusts) is caught like a truncated payload or a read torn by a concurrent
+writer (the shared-memory transport relies on it as a second line behind its
+sequence lock). Version 1 covered the payload only; it is refused (broadcasts
+live only as long as one run, so no stored ones need reading).
 """
 
 from __future__ import annotations
@@ -31,11 +35,20 @@ import numpy as np
 from fastppo._checks import fail
 
 MAGIC = b"FPPW"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HEADER = struct.Struct("<4sHBBQQII")
 HEADER_SIZE = HEADER.size  # 32
 _CODES = {np.dtype("<f4"): 1, np.dtype("<f8"): 2}
 _DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 2: np.dtype("<f8")}
+_CRC_AT = 24
+_ZERO_CRC = bytes(4)
+
+
+def _frame_crc(mv: memoryview) -> int:
+    """CRC-32 of the frame with its CRC field read as zeros."""
+    crc = zlib.crc32(mv[:_CRC_AT])
+    crc = zlib.crc32(_ZERO_CRC, crc)
+    return zlib.crc32(mv[_CRC_AT + 4 :], crc)
 
 
 def encoded_size(n_params: int, dtype: Any = np.float32) -> int:
@@ -69,25 +82,42 @@ def encode_weights(params: np.ndarray, version: int) -> bytes:
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
         fail(fn, "version", "an int >= 0", repr(version))
     payload = np.ascontiguousarray(params, dtype=dt).tobytes()
-    head = HEADER.pack(
-        MAGIC, FORMAT_VERSION, _CODES[dt], 0, int(version), params.size, zlib.crc32(payload), 0
+    frame = bytearray(
+        HEADER.pack(MAGIC, FORMAT_VERSION, _CODES[dt], 0, int(version), params.size, 0, 0)
     )
-    return head + payload
+    frame += payload
+    struct.pack_into("<I", frame, _CRC_AT, _frame_crc(memoryview(frame)))
+    return bytes(frame)
+
+
+def _bytes_view(fn: str, buf: Any) -> memoryview:
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        fail(fn, "buf", "a bytes-like object", type(buf).__name__, exc=TypeError)
+    if not mv.c_contiguous:
+        fail(fn, "buf", "a C-contiguous buffer", "a non-contiguous one")
+    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
 
 
 def read_header(buf: Any) -> tuple[int, np.dtype, int, int]:
-    """Parse and check a header: ``(version, dtype, n_params, crc)``."""
+    """Parse and check a header: ``(version, dtype, n_params, crc)``.
+
+    The CRC itself is checked by :func:`decode_weights`, over the whole frame.
+    """
     fn = "decode_weights"
-    mv = memoryview(buf).cast("B")
+    mv = _bytes_view(fn, buf)
     if mv.nbytes < HEADER_SIZE:
         fail(fn, "buf", f"at least {HEADER_SIZE} bytes (the header)", f"{mv.nbytes} bytes")
-    magic, fmt, code, _, version, n, crc, _ = HEADER.unpack_from(mv, 0)
+    magic, fmt, code, r0, version, n, crc, r1 = HEADER.unpack_from(mv, 0)
     if magic != MAGIC:
         fail(fn, "buf", f"a fastppo broadcast starting with {MAGIC!r}", f"magic {bytes(magic)!r}")
     if fmt != FORMAT_VERSION:
         fail(fn, "buf", f"format version {FORMAT_VERSION}", fmt)
     if code not in _DTYPES:
         fail(fn, "buf", "dtype code 1 (float32) or 2 (float64)", code)
+    if r0 or r1:
+        fail(fn, "buf", "a header whose reserved fields are 0", f"{r0} at byte 7, {r1} at byte 28")
     return int(version), _DTYPES[code], int(n), int(crc)
 
 
@@ -115,12 +145,15 @@ def decode_weights(
     Raises
     ------
     ValueError
-        Wrong magic, format version, length, or a CRC mismatch (truncated or
-        torn bytes).
+        Wrong magic, format version, dtype code, non-zero reserved fields,
+        length, or a CRC mismatch anywhere in the frame (corrupted, truncated
+        or torn bytes).
+    TypeError
+        ``buf`` is not a bytes-like object, or ``dtype`` does not match.
     """
     fn = "decode_weights"
     version, dt, n, crc = read_header(buf)
-    mv = memoryview(buf).cast("B")
+    mv = _bytes_view(fn, buf)
     need = HEADER_SIZE + n * dt.itemsize
     if mv.nbytes != need:
         fail(fn, "buf", f"{need} bytes for {n} {dt.name} parameters", f"{mv.nbytes} bytes")
@@ -128,10 +161,14 @@ def decode_weights(
         fail(fn, "buf", f"{n_params} parameters (this policy's size)", f"{n}")
     if dtype is not None and np.dtype(dtype).newbyteorder("<") != dt:
         fail(fn, "buf", f"{np.dtype(dtype).name} parameters", dt.name, exc=TypeError)
-    payload = mv[HEADER_SIZE:]
-    if zlib.crc32(payload) != crc:
-        fail(fn, "buf", "bytes whose CRC-32 matches the header", "a mismatch (truncated or torn)")
-    arr = np.frombuffer(payload, dtype=dt, count=n)
+    if _frame_crc(mv) != crc:
+        fail(
+            fn,
+            "buf",
+            "a frame whose CRC-32 matches its header",
+            "a mismatch (corrupted, truncated or torn)",
+        )
+    arr = np.frombuffer(mv[HEADER_SIZE:], dtype=dt, count=n)
     if arr.flags.writeable:
         arr.flags.writeable = False
     return version, arr

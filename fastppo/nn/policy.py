@@ -31,11 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from fastppo._checks import as_array, check_finite, fail
+from fastppo._checks import as_array, check_finite, fail, int_vector
 from fastppo.kernels import mlp as K
 from fastppo.nn.init import orthogonal
 
 ACTIVATIONS = {"tanh": K.ACT_TANH, "relu": K.ACT_RELU}
+#: The size rules (documented in docs/api.md): widths of layers, observations and
+#: heads, hidden layers, and parameters in all. They bound what a checkpoint's
+#: spec can make the constructor allocate (MAX_PARAMS float64s: 512 MiB).
+MAX_WIDTH = 1 << 16
+MAX_LAYERS = 16
+MAX_PARAMS = 1 << 26
 KINDS = ("discrete", "multi_discrete", "continuous")
 
 
@@ -70,6 +76,14 @@ class ActorCritic:
     squash : bool
         Tanh-squash Gaussian samples (log-prob corrected); ``act`` then maps
         ``[-1, 1]`` affinely onto finite Box bounds.
+    params : float array [n_params], optional
+        Initial weights (copied; checked before anything is allocated), instead
+        of the orthogonal initialisation.
+
+    The network must hold at most ``MAX_PARAMS`` (2**26) parameters, with
+    observation, layer and head widths of at most ``MAX_WIDTH`` (65536) and at
+    most ``MAX_LAYERS`` (16) hidden layers: these bound what a checkpoint can
+    make the constructor allocate.
 
     Attributes
     ----------
@@ -100,12 +114,13 @@ class ActorCritic:
         log_std_min: float = -20.0,
         log_std_max: float = 2.0,
         squash: bool = False,
+        params: Any = None,
     ) -> None:
         fn = "ActorCritic"
-        self.obs_shape = tuple(int(s) for s in obs_shape)
-        self.obs_dim = int(np.prod(self.obs_shape)) if self.obs_shape else 1
-        if self.obs_dim < 1:
-            fail(fn, "obs_shape", "a non-empty shape", self.obs_shape)
+        self.obs_shape = tuple(
+            int(s) for s in int_vector(fn, "obs_shape", obs_shape, 1, MAX_WIDTH, 0)
+        )
+        self.obs_dim = math.prod(self.obs_shape)
         if kind not in KINDS:
             fail(fn, "kind", f"one of {KINDS}", repr(kind))
         self.kind = kind
@@ -122,9 +137,36 @@ class ActorCritic:
         self.log_std_max = float(log_std_max)
         self.log_std_init = float(log_std_init)
         if kind == "continuous":
-            if action_dim is None or int(action_dim) < 1:
-                fail(fn, "action_dim", "a positive int for a continuous head", repr(action_dim))
+            if (
+                isinstance(action_dim, bool)
+                or not isinstance(action_dim, (int, np.integer))
+                or not 1 <= action_dim <= MAX_WIDTH
+            ):
+                fail(fn, "action_dim", f"an int in [1, {MAX_WIDTH}]", repr(action_dim))
             self.action_dim = int(action_dim)
+            n_out = self.action_dim
+        else:
+            if nvec is None:
+                fail(fn, "nvec", "category counts for a discrete head", None)
+            self.nvec = int_vector(fn, "nvec", nvec, 1, MAX_WIDTH)
+            if kind == "discrete" and self.nvec.size != 1:
+                fail(fn, "nvec", "[n] for a discrete head", list(self.nvec))
+            self.action_dim = int(self.nvec.size)
+            n_out = int(self.nvec.sum())
+        # The size rule comes before any allocation: a spec read from a file
+        # cannot make this constructor allocate more than MAX_PARAMS floats.
+        sizes_a = [self.obs_dim, *self.hidden_sizes, n_out]
+        sizes_c = [self.obs_dim, *self.hidden_sizes, 1]
+        n_params = param_count(sizes_a, sizes_c, self.action_dim if kind == "continuous" else 0)
+        if n_params > MAX_PARAMS:
+            fail(
+                fn,
+                "the network",
+                f"at most MAX_PARAMS = {MAX_PARAMS} parameters",
+                f"{n_params} (obs_dim {self.obs_dim}, hidden_sizes {list(self.hidden_sizes)}, "
+                f"{n_out} outputs)",
+            )
+        if kind == "continuous":
             if not (math.isfinite(self.log_std_min) and math.isfinite(self.log_std_max)):
                 fail(fn, "log_std_min/log_std_max", "finite", (log_std_min, log_std_max))
             if self.log_std_min >= self.log_std_max:
@@ -138,10 +180,8 @@ class ActorCritic:
                 )
             lo = np.full(self.action_dim, -np.inf) if action_low is None else action_low
             hi = np.full(self.action_dim, np.inf) if action_high is None else action_high
-            self.action_low = np.broadcast_to(np.asarray(lo, np.float64), (self.action_dim,)).copy()
-            self.action_high = np.broadcast_to(
-                np.asarray(hi, np.float64), (self.action_dim,)
-            ).copy()
+            self.action_low = _bounds(fn, "action_low", lo, self.action_dim)
+            self.action_high = _bounds(fn, "action_high", hi, self.action_dim)
             if np.any(self.action_low > self.action_high):
                 fail(fn, "action_low", "<= action_high", self.action_low)
             if self.squash and not np.all(
@@ -149,37 +189,34 @@ class ActorCritic:
             ):
                 fail(fn, "squash", "False when the action bounds are infinite", True)
             self.nvec = np.zeros(0, dtype=np.int64)
-            n_out = self.action_dim
             self._head = K.HEAD_SQUASHED if self.squash else K.HEAD_GAUSSIAN
         else:
-            if nvec is None:
-                fail(fn, "nvec", "category counts for a discrete head", None)
-            self.nvec = np.asarray(nvec, dtype=np.int64).reshape(-1)
-            if self.nvec.size < 1 or np.any(self.nvec < 1):
-                fail(fn, "nvec", "positive category counts", list(self.nvec))
-            if kind == "discrete" and self.nvec.size != 1:
-                fail(fn, "nvec", "[n] for a discrete head", list(self.nvec))
-            self.action_dim = int(self.nvec.size)
-            n_out = int(self.nvec.sum())
             self._head = K.HEAD_CATEGORICAL
             start = 0 if action_start is None else action_start
-            self.action_start = np.broadcast_to(
-                np.asarray(start, dtype=np.int64), (self.nvec.size,)
-            ).copy()
+            try:
+                self.action_start = np.broadcast_to(
+                    np.asarray(start, dtype=np.int64), (self.nvec.size,)
+                ).copy()
+            except (TypeError, ValueError, OverflowError):
+                fail(fn, "action_start", f"an int or {self.nvec.size} int64 values", repr(start))
         self.n_logits = n_out
 
         # Build the layouts: rows (n_in, n_out, w_offset, b_offset).
-        sizes_a = [self.obs_dim, *self.hidden_sizes, n_out]
-        sizes_c = [self.obs_dim, *self.hidden_sizes, 1]
         off = 0
         self._a_layout, off = _layout(sizes_a, off)
         self._ls_off = off
         if kind == "continuous":
             off += self.action_dim
         self._c_layout, off = _layout(sizes_c, off)
+        if params is not None and np.shape(params) != (off,):
+            # before the allocation: a spec's size is only believed when the weights match it
+            fail(fn, "params", f"shape ({off},) for this network", f"shape {np.shape(params)}")
         self.params = np.zeros(off, dtype=np.float64)
         self._bind_views()
-        self._init_weights()
+        if params is None:
+            self._init_weights()
+        else:
+            self.set_params(params)
         self.obs_normalizer: Any = None
         self.obs_clip: float | None = 10.0
         self._act_counter = 0
@@ -294,10 +331,10 @@ class ActorCritic:
         return d
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> ActorCritic:
-        """Inverse of :meth:`spec` (weights freshly initialised; use ``set_params``)."""
+    def from_spec(cls, spec: dict[str, Any], params: Any = None) -> ActorCritic:
+        """Inverse of :meth:`spec`, with ``params`` (or freshly initialised weights)."""
         spec = dict(spec)
-        return cls(spec.pop("obs_shape"), spec.pop("kind"), **spec)
+        return cls(spec.pop("obs_shape"), spec.pop("kind"), params=params, **spec)
 
     def _bind_views(self) -> None:
         p = self.params
@@ -570,10 +607,24 @@ def _check_hidden(fn: str, hidden_sizes: Any) -> tuple[int, ...]:
         hs = tuple(hidden_sizes)
     except TypeError:
         fail(fn, "hidden_sizes", "a sequence of positive ints", repr(hidden_sizes), exc=TypeError)
+    if len(hs) > MAX_LAYERS:
+        fail(fn, "hidden_sizes", f"at most {MAX_LAYERS} layers", len(hs))
     for h in hs:
-        if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1:
-            fail(fn, "hidden_sizes", "a sequence of positive ints", repr(hidden_sizes))
+        if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or not 1 <= h <= MAX_WIDTH:
+            fail(fn, "hidden_sizes", f"a sequence of ints in [1, {MAX_WIDTH}]", repr(hidden_sizes))
     return tuple(int(h) for h in hs)
+
+
+def param_count(sizes_a: Sequence[int], sizes_c: Sequence[int], n_log_std: int) -> int:
+    """Parameters of actor layers ``sizes_a``, critic layers ``sizes_c`` and the log-std."""
+    return sum(i * o + o for s in (sizes_a, sizes_c) for i, o in itertools.pairwise(s)) + n_log_std
+
+
+def _bounds(fn: str, name: str, x: Any, n: int) -> np.ndarray:
+    try:
+        return np.broadcast_to(np.asarray(x, np.float64), (n,)).copy()
+    except (TypeError, ValueError):
+        fail(fn, name, f"a float or {n} floats", repr(x))
 
 
 def _layout(sizes: list[int], off: int) -> tuple[np.ndarray, int]:

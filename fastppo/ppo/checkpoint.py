@@ -1,37 +1,42 @@
-"""Checkpoints without pickle: arrays in ``checkpoint.npz``, everything else in ``checkpoint.json``.
+"""Trainer checkpoints: arrays in ``checkpoint.npz``, everything else in ``checkpoint.json``.
 
-Both files are written to a temporary name, flushed to disk and renamed into
-place (``os.replace`` is atomic on POSIX and Windows), the npz first. The JSON
-records the npz's SHA-256, so a crash between the two renames, or a mismatched
-pair copied by hand, is detected on load instead of silently mixing states.
-Loading uses ``np.load(..., allow_pickle=False)``: a checkpoint can never run code.
+Both files are written atomically (:func:`fastppo._files.write_atomic`), the
+npz first. The JSON records the npz's SHA-256, so a crash between the two
+renames, or a mismatched pair copied by hand, is detected on load instead of
+silently mixing states.
+
+Loading treats both files as untrusted data (threat model in docs/api.md):
+
+* nothing is unpickled and no module is imported: an ``env_id`` with a module
+  part (``"pkg.mod:Env-v0"``, which ``gymnasium.make`` would import) is refused
+  unless the caller passes ``env=`` or ``trust_env_id=True``;
+* no env is made: the policy is rebuilt from the spec in the JSON, and the
+  trainer makes its envs when it first needs them (``learn``, ``evaluate``);
+* nothing is allocated beyond the files' size: the npz is read by
+  :func:`fastppo._files.read_npz`, the network's size is bounded by
+  ``ActorCritic``'s size rule and believed only when the weights in the npz
+  match it, and the rollout buffer is made on the first rollout;
+* every malformed file is one ``ValueError`` naming ``PPOTrainer.load``, the
+  file and the problem.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
 from typing import Any
 
 import numpy as np
 
 from fastppo._checks import fail
+from fastppo._files import bad, member, npz_bytes, parse_json, read_file, read_npz, write_atomic
 
 FORMAT = "fastppo-ppo-checkpoint"
 VERSION = 1
 NPZ = "checkpoint.npz"
 META = "checkpoint.json"
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+_FN = "PPOTrainer.load"
+_RESTORE_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def _split_state(
@@ -49,17 +54,19 @@ def _split_state(
     return rest
 
 
-def _join_state(prefix: str, rest: dict[str, Any], arrays: Any) -> dict[str, Any]:
+def _join_state(prefix: str, rest: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     d = dict(rest)
     p = f"{prefix}/"
-    for name in arrays.files:
+    for name, a in arrays.items():
         if name.startswith(p):
-            d[name[len(p) :]] = arrays[name]
+            d[name[len(p) :]] = a
     return d
 
 
 def save_trainer(trainer: Any, path: str) -> None:
     """Write ``trainer``'s full state to the directory ``path`` (created if missing)."""
+    import json
+
     if not isinstance(path, (str, os.PathLike)):
         fail("PPOTrainer.save", "path", "a directory path", repr(path), exc=TypeError)
     path = os.fspath(path)
@@ -80,89 +87,105 @@ def save_trainer(trainer: Any, path: str) -> None:
         meta["obs_rms"] = _split_state("obs_rms", trainer.obs_rms.state_dict(), arrays)
     if trainer.ret_norm is not None:
         meta["ret_norm"] = _split_state("ret_norm", trainer.ret_norm.state_dict(), arrays)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]
-    data = buf.getvalue()
+    data = npz_bytes(arrays)
     meta["npz_sha256"] = hashlib.sha256(data).hexdigest()
-    _write_atomic(os.path.join(path, NPZ), data)
-    _write_atomic(os.path.join(path, META), json.dumps(meta, indent=1).encode())
+    write_atomic(os.path.join(path, NPZ), data)
+    write_atomic(os.path.join(path, META), json.dumps(meta, indent=1).encode())
 
 
-def read_checkpoint(path: str) -> tuple[dict[str, Any], Any]:
-    """Validated ``(meta, arrays)`` of a checkpoint directory."""
-    fn = "PPOTrainer.load"
+def read_checkpoint(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of a checkpoint directory: both parsed, the pair checked to match."""
     if not isinstance(path, (str, os.PathLike)):
-        fail(fn, "path", "a directory path", repr(path), exc=TypeError)
+        fail(_FN, "path", "a directory path", repr(path), exc=TypeError)
     path = os.fspath(path)
     meta_path = os.path.join(path, META)
     npz_path = os.path.join(path, NPZ)
     if not (os.path.isfile(meta_path) and os.path.isfile(npz_path)):
-        fail(fn, "path", f"a directory holding {META} and {NPZ}", repr(path))
-    with open(meta_path, "rb") as f:
-        try:
-            meta = json.loads(f.read())
-        except ValueError as e:
-            fail(fn, META, "valid JSON", str(e))
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        fail(
-            fn,
-            META,
-            f"a {FORMAT} file",
-            repr(meta.get("format") if isinstance(meta, dict) else meta),
-        )
+        fail(_FN, "path", f"a directory holding {META} and {NPZ}", repr(path))
+    meta = parse_json(_FN, meta_path, read_file(_FN, meta_path))
+    if meta.get("format") != FORMAT:
+        bad(_FN, meta_path, f"a {FORMAT} file", f"format {meta.get('format')!r}")
     if meta.get("version") != VERSION:
-        fail(fn, "version", str(VERSION), repr(meta.get("version")))
-    with open(npz_path, "rb") as f:
-        data = f.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != meta.get("npz_sha256"):
-        fail(
-            fn,
-            NPZ,
-            "the file this checkpoint.json was written with (SHA-256 mismatch)",
+        bad(_FN, meta_path, f"format version {VERSION}", repr(meta.get("version")))
+    data = read_file(_FN, npz_path)
+    if hashlib.sha256(data).hexdigest() != meta.get("npz_sha256"):
+        bad(
+            _FN,
+            npz_path,
+            f"the file {META} was written with (SHA-256 mismatch)",
             "a different file (interrupted save or mixed checkpoints)",
         )
-    arrays = np.load(io.BytesIO(data), allow_pickle=False)
-    return meta, arrays
+    return meta, read_npz(_FN, npz_path, data)
 
 
-def load_trainer(cls: Any, path: str, env: Any = None) -> Any:
-    """Inverse of :func:`save_trainer`."""
+def _section(meta_path: str, meta: dict[str, Any], key: str) -> dict[str, Any]:
+    v = meta.get(key)
+    if not isinstance(v, dict):
+        bad(_FN, f"{meta_path} field {key!r}", "a JSON object", type(v).__name__)
+    return v
+
+
+def _env_spec(meta_path: str, meta: dict[str, Any], env: Any, trust_env_id: bool) -> Any:
+    """What the trainer will make its envs from: the caller's ``env``, else the file's id."""
+    if env is not None:
+        return env
+    env_id = meta.get("env_id")
+    if env_id is None:
+        fail(_FN, "env", "the env factory (the run was not made from an env id)", None)
+    if not isinstance(env_id, str):
+        bad(_FN, f"{meta_path} field 'env_id'", "a string", type(env_id).__name__)
+    if ":" in env_id and not trust_env_id:
+        # gymnasium.make imports the module before the ':'; a file must not choose code to run
+        bad(
+            _FN,
+            f"{meta_path} field 'env_id'",
+            "a gymnasium id without a module part (the file must not choose a module to import; "
+            "pass env=... or trust_env_id=True if you trust it)",
+            repr(env_id),
+        )
+    return env_id
+
+
+def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = False) -> Any:
+    """Inverse of :func:`save_trainer`; makes no env (see the module docstring)."""
+    from fastppo.nn.optim import Adam
+    from fastppo.nn.policy import ActorCritic
     from fastppo.ppo.config import PPOConfig
+    from fastppo.stats import ReturnNormalizer, RunningMeanStd
 
-    fn = "PPOTrainer.load"
     meta, arrays = read_checkpoint(path)
-    config = PPOConfig.from_dict(meta["config"])
-    if env is None:
-        env = meta.get("env_id")
-        if env is None:
-            fail(fn, "env", "the env factory (the run was not made from an env id)", None)
-    trainer = cls(env, config, env_kwargs=meta.get("env_kwargs") or {})
-    spec = trainer.policy.spec()
-    if spec != meta["policy"]:
-        trainer.close()
-        fail(fn, "env", f"spaces matching the checkpoint's policy {meta['policy']}", spec)
-    trainer.policy.set_params(arrays["policy/params"])
-    trainer.optimizer.load_state_dict(_join_state("adam", meta["adam"], arrays))
-    if "obs_rms" in meta:
-        from fastppo.stats import RunningMeanStd
-
-        trainer.obs_rms = RunningMeanStd.from_state_dict(
-            _join_state("obs_rms", meta["obs_rms"], arrays)
-        )
-        trainer.policy.obs_normalizer = trainer.obs_rms
-    if "ret_norm" in meta:
-        from fastppo.stats import ReturnNormalizer
-
-        trainer.ret_norm = ReturnNormalizer.from_state_dict(
-            _join_state("ret_norm", meta["ret_norm"], arrays)
-        )
-    st = meta["trainer"]
-    trainer.num_timesteps = int(st["num_timesteps"])
-    trainer.n_updates = int(st["n_updates"])
-    trainer.counter = int(st["counter"])
-    trainer._resets = int(st["resets"])
-    trainer._train_time = float(st["train_time"])
-    trainer.rng.bit_generator.state = st["rng"]
-    trainer.episodes = [(int(a), float(b), int(c)) for a, b, c in st["episodes"]]
+    meta_path = os.path.join(os.fspath(path), META)
+    npz_path = os.path.join(os.fspath(path), NPZ)
+    env = _env_spec(meta_path, meta, env, trust_env_id)
+    env_kwargs = meta.get("env_kwargs") or {}
+    if not isinstance(env_kwargs, dict):
+        bad(_FN, f"{meta_path} field 'env_kwargs'", "a JSON object", type(env_kwargs).__name__)
+    try:
+        config = PPOConfig.from_dict(_section(meta_path, meta, "config"))
+        params = member(_FN, npz_path, arrays, "policy/params", np.float64)
+        policy = ActorCritic.from_spec(_section(meta_path, meta, "policy"), params=params)
+        shape = (policy.n_params,)
+        adam = _join_state("adam", _section(meta_path, meta, "adam"), arrays)
+        for k in ("m", "v"):
+            member(_FN, npz_path, arrays, f"adam/{k}", np.float64, shape)
+        optimizer = Adam(policy.n_params, config.learning_rate, eps=config.adam_eps)
+        optimizer.load_state_dict(adam)
+        obs_rms = ret_norm = None
+        if "obs_rms" in meta:
+            obs_rms = RunningMeanStd.from_state_dict(
+                _join_state("obs_rms", _section(meta_path, meta, "obs_rms"), arrays)
+            )
+        if "ret_norm" in meta:
+            ret_norm = ReturnNormalizer.from_state_dict(
+                _join_state("ret_norm", _section(meta_path, meta, "ret_norm"), arrays)
+            )
+        trainer = cls._restore(env, config, policy, optimizer, env_kwargs, obs_rms, ret_norm)
+        trainer.restore_state_json(_section(meta_path, meta, "trainer"))
+        trainer.checkpoint_env_id = meta.get("env_id")
+    except _RESTORE_ERRORS as e:
+        msg = str(e)
+        if meta_path in msg or npz_path in msg:
+            raise  # already names the loader and the file
+        msg = msg.removeprefix(f"{_FN}: ")
+        bad(_FN, meta_path, "a consistent checkpoint", msg or type(e).__name__)
     return trainer

@@ -168,11 +168,12 @@ def train_main(
     if resume:
         if out is None:
             fail(_FN, "--resume", "used together with --out DIR", None)
-        trainer = PPOTrainer.load(out)
+        # ENV_ID comes from the command line, so the caller chose it; the
+        # checkpoint's own id must agree before anything is made from it.
+        trainer = PPOTrainer.load(out, env=env_id)
         steps = int(total_timesteps or trainer.num_timesteps + DEFAULT_TIMESTEPS)
-        if env_id != trainer.env_id:
-            trainer.close()
-            fail(_FN, "ENV_ID", f"the checkpoint's env {trainer.env_id!r}", repr(env_id))
+        if env_id != trainer.checkpoint_env_id:
+            fail(_FN, "ENV_ID", f"the checkpoint's env {trainer.checkpoint_env_id!r}", repr(env_id))
         config = trainer.config
     else:
         config, steps = build_config(
@@ -283,12 +284,18 @@ def _write_curve(trainer: Any, env_id: str, out: str) -> str | None:
 
 
 def eval_main(
-    path: str, *, episodes: int = 10, stochastic: bool = False, seed: int | None = None
+    path: str,
+    *,
+    episodes: int = 10,
+    stochastic: bool = False,
+    seed: int | None = None,
+    env_id: str | None = None,
+    trust_env_id: bool = False,
 ) -> int:
     """Load a checkpoint directory and print evaluation statistics."""
     from fastppo.ppo.trainer import PPOTrainer
 
-    trainer = PPOTrainer.load(path)
+    trainer = PPOTrainer.load(path, env=env_id, trust_env_id=trust_env_id)
     try:
         r = trainer.evaluate(n_episodes=episodes, deterministic=not stochastic, seed=seed)
     finally:

@@ -83,11 +83,83 @@ class PPOTrainer:
         *,
         env_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        fn = "PPOTrainer"
-        cfg = PPOConfig() if config is None else config
-        if not isinstance(cfg, PPOConfig):
-            fail(fn, "config", "a PPOConfig", type(cfg).__name__, exc=TypeError)
-        self.config = cfg.validate()
+        self._init_env("PPOTrainer", env, PPOConfig() if config is None else config, env_kwargs)
+        cfg = self.config
+        envs = self._make_vec()
+        try:
+            policy = self._policy_for(envs)
+        except Exception:
+            envs.close()
+            raise
+        optimizer = Adam(policy.n_params, cfg.learning_rate, eps=cfg.adam_eps)
+        obs_rms = ret_norm = None
+        if cfg.normalize_obs:
+            from fastppo.stats import RunningMeanStd
+
+            obs_rms = RunningMeanStd(shape=(policy.obs_dim,))
+        if cfg.normalize_reward:
+            from fastppo.stats import ReturnNormalizer
+
+            ret_norm = ReturnNormalizer(cfg.n_envs, gamma=cfg.gamma, clip=cfg.reward_clip)
+        self._setup(policy, optimizer, obs_rms, ret_norm, envs)
+
+    def _setup(
+        self, policy: ActorCritic, optimizer: Adam, obs_rms: Any, ret_norm: Any, envs: Any
+    ) -> None:
+        """Everything but the env: shared by a fresh trainer and one loaded from a file."""
+        cfg = self.config
+        self.policy = policy
+        self.optimizer = optimizer
+        self.obs_rms = obs_rms
+        self.ret_norm = ret_norm
+        if obs_rms is not None:
+            policy.obs_normalizer = obs_rms
+            policy.obs_clip = cfg.obs_clip
+        self._envs = envs
+        #: The env id a loaded checkpoint was trained on (None for a fresh trainer).
+        self.checkpoint_env_id: str | None = None
+        # Independent streams for minibatch shuffling and action sampling, both
+        # derived from the one seed (weights use default_rng(seed) in the policy).
+        self.rng = np.random.default_rng([cfg.seed, 0x5EED])
+        self.sample_seed = int(np.random.SeedSequence([cfg.seed, 0xAC7]).generate_state(1)[0])
+        self.counter = 0
+        self.num_timesteps = 0
+        self.n_updates = 0
+        self.history: list[dict[str, Any]] = []
+        self.episodes: list[tuple[int, float, int]] = []
+        # The rollout buffer and the per-env state are made by the first rollout:
+        # a trainer loaded only to act or evaluate never allocates them.
+        self.buffer: RolloutBuffer | None = None
+        self._obs: np.ndarray | None = None
+        self._train_time = 0.0
+        self._resets = 0
+
+    @classmethod
+    def _restore(
+        cls,
+        env: EnvSpec,
+        config: PPOConfig,
+        policy: ActorCritic,
+        optimizer: Adam,
+        env_kwargs: dict[str, Any],
+        obs_rms: Any,
+        ret_norm: Any,
+    ) -> PPOTrainer:
+        """A trainer around restored parts; its envs are made when first needed."""
+        fn = "PPOTrainer.load"
+        self = cls.__new__(cls)
+        self._init_env(fn, env, config, env_kwargs)
+        if obs_rms is not None and obs_rms.shape != (policy.obs_dim,):
+            fail(fn, "obs_rms", f"shape ({policy.obs_dim},) like the policy", obs_rms.shape)
+        if ret_norm is not None and ret_norm.n_envs != config.n_envs:
+            fail(fn, "ret_norm", f"n_envs = {config.n_envs} like the config", ret_norm.n_envs)
+        self._setup(policy, optimizer, obs_rms, ret_norm, None)
+        return self
+
+    def _init_env(self, fn: str, env: EnvSpec, config: Any, env_kwargs: Any) -> None:
+        if not isinstance(config, PPOConfig):
+            fail(fn, "config", "a PPOConfig", type(config).__name__, exc=TypeError)
+        self.config = config.validate()
         self.env_kwargs = dict(env_kwargs or {})
         if isinstance(env, str):
             self.env_id: str | None = env
@@ -97,9 +169,11 @@ class PPOTrainer:
             self._env_fn = env
         else:
             fail(fn, "env", "a gymnasium env id or an env factory", repr(env), exc=TypeError)
-        self.envs = self._make_vec()
-        obs_space = self.envs.single_observation_space
-        act_space = self.envs.single_action_space
+
+    def _policy_for(self, envs: Any) -> ActorCritic:
+        """A fresh policy for the spaces of ``envs`` and this config."""
+        cfg = self.config
+        act_space = envs.single_action_space
         from gymnasium import spaces
 
         head: dict[str, Any] = {}
@@ -110,50 +184,30 @@ class PPOTrainer:
                 "log_std_max": cfg.log_std_max,
                 "squash": cfg.squash,
             }
-        try:
-            self.policy = ActorCritic.from_spaces(
-                obs_space, act_space, cfg.hidden_sizes, cfg.activation, cfg.seed, **head
-            )
-        except Exception:
-            self.envs.close()
-            raise
-        self.optimizer = Adam(self.policy.n_params, cfg.learning_rate, eps=cfg.adam_eps)
-        self.obs_rms: Any = None
-        self.ret_norm: Any = None
-        if cfg.normalize_obs:
-            from fastppo.stats import RunningMeanStd
+        return ActorCritic.from_spaces(
+            envs.single_observation_space, act_space, cfg.hidden_sizes, cfg.activation, cfg.seed,
+            **head,
+        )  # fmt: skip
 
-            self.obs_rms = RunningMeanStd(shape=(self.policy.obs_dim,))
-            self.policy.obs_normalizer = self.obs_rms
-            self.policy.obs_clip = cfg.obs_clip
-        if cfg.normalize_reward:
-            from fastppo.stats import ReturnNormalizer
-
-            self.ret_norm = ReturnNormalizer(cfg.n_envs, gamma=cfg.gamma, clip=cfg.reward_clip)
-        # Independent streams for minibatch shuffling and action sampling, both
-        # derived from the one seed (weights use default_rng(seed) in the policy).
-        self.rng = np.random.default_rng([cfg.seed, 0x5EED])
-        self.sample_seed = int(np.random.SeedSequence([cfg.seed, 0xAC7]).generate_state(1)[0])
-        self.counter = 0
-        self.num_timesteps = 0
-        self.n_updates = 0
-        self.history: list[dict[str, Any]] = []
-        self.episodes: list[tuple[int, float, int]] = []
-        a_shape: tuple[int, ...]
-        a_dtype: type[np.generic]
-        if self.policy.kind == "discrete":
-            a_shape, a_dtype = (), np.int64
-        elif self.policy.kind == "multi_discrete":
-            a_shape, a_dtype = (self.policy.action_dim,), np.int64
-        else:
-            a_shape, a_dtype = (self.policy.action_dim,), np.float32
-        self.buffer = RolloutBuffer(cfg.n_steps, cfg.n_envs, self.policy.obs_dim, a_shape, a_dtype)
-        self._obs: np.ndarray | None = None
-        self._prev_done = np.zeros(cfg.n_envs, dtype=np.bool_)
-        self._ep_ret = np.zeros(cfg.n_envs, dtype=np.float64)
-        self._ep_len = np.zeros(cfg.n_envs, dtype=np.int64)
-        self._train_time = 0.0
-        self._resets = 0
+    @property
+    def envs(self) -> Any:
+        """The vector env; a loaded trainer makes it here, on first use."""
+        if self._envs is None:
+            envs = self._make_vec()
+            try:
+                spec = self._policy_for(envs).spec()
+                if spec != self.policy.spec():
+                    fail(
+                        "PPOTrainer",
+                        "env",
+                        f"spaces matching the checkpoint's policy {self.policy.spec()}",
+                        spec,
+                    )
+            except Exception:
+                envs.close()
+                raise
+            self._envs = envs
+        return self._envs
 
     # environments ---------------------------------------------------------------------
     def _make_vec(self) -> Any:
@@ -172,9 +226,10 @@ class PPOTrainer:
         obs, _ = self.envs.reset(seed=seed)
         self._resets += 1
         self._obs = self._flat_obs(obs)
-        self._prev_done[:] = False
-        self._ep_ret[:] = 0.0
-        self._ep_len[:] = 0
+        n = self.config.n_envs
+        self._prev_done = np.zeros(n, dtype=np.bool_)
+        self._ep_ret = np.zeros(n, dtype=np.float64)
+        self._ep_len = np.zeros(n, dtype=np.int64)
         if self.ret_norm is not None and self._resets > 1:
             # Fresh episodes: the running discounted returns restart at 0, the
             # statistics (the reward scale learnt so far) are kept.
@@ -183,6 +238,18 @@ class PPOTrainer:
             state = self.ret_norm.state_dict()
             state["returns"] = [0.0] * self.config.n_envs
             self.ret_norm = ReturnNormalizer.from_state_dict(state)
+
+    def _new_buffer(self) -> RolloutBuffer:
+        a_shape: tuple[int, ...]
+        a_dtype: type[np.generic]
+        if self.policy.kind == "discrete":
+            a_shape, a_dtype = (), np.int64
+        elif self.policy.kind == "multi_discrete":
+            a_shape, a_dtype = (self.policy.action_dim,), np.int64
+        else:
+            a_shape, a_dtype = (self.policy.action_dim,), np.float32
+        cfg = self.config
+        return RolloutBuffer(cfg.n_steps, cfg.n_envs, self.policy.obs_dim, a_shape, a_dtype)
 
     def _flat_obs(self, obs: Any) -> np.ndarray:
         return np.asarray(obs, dtype=np.float64).reshape(self.config.n_envs, self.policy.obs_dim)
@@ -198,6 +265,8 @@ class PPOTrainer:
         from fastppo.advantages import gae
 
         cfg = self.config
+        if self.buffer is None:
+            self.buffer = self._new_buffer()
         buf = self.buffer
         policy = self.policy
         if self._obs is None:
@@ -288,6 +357,7 @@ class PPOTrainer:
             n_ep_before = len(self.episodes)
             self.collect_rollout()
             t1 = time.perf_counter()
+            assert self.buffer is not None  # made by collect_rollout
             metrics = ppo_update(
                 self.policy, self.optimizer, self.buffer.batch(), cfg, self.rng, lr=lr
             )
@@ -343,8 +413,10 @@ class PPOTrainer:
         )
 
     def close(self) -> None:
-        """Close the vector env (worker processes for ``vectorization="async"``)."""
-        self.envs.close()
+        """Close the vector env (worker processes for ``vectorization="async"``), if made."""
+        if self._envs is not None:
+            self._envs.close()
+            self._envs = None
 
     def __enter__(self) -> PPOTrainer:
         return self
@@ -360,14 +432,47 @@ class PPOTrainer:
         save_trainer(self, path)
 
     @classmethod
-    def load(cls, path: str, env: EnvSpec | None = None) -> PPOTrainer:
+    def load(
+        cls, path: str, env: EnvSpec | None = None, *, trust_env_id: bool = False
+    ) -> PPOTrainer:
         """Rebuild a trainer from :meth:`save`: weights, Adam state, normalisers, counters.
 
-        ``env`` is needed only when the run used an env factory rather than an id.
+        The files are data (threat model in docs/api.md): loading imports no
+        module, makes no env and allocates no more than the files hold. The
+        trainer makes its envs on first use (``learn``, ``evaluate``,
+        ``envs``), from ``env`` when given, else from the checkpoint's env id.
+
+        Parameters
+        ----------
+        path : str
+            The checkpoint directory.
+        env : str or callable, optional
+            The env to train or evaluate on; needed when the run used an env
+            factory rather than an id. Its spaces must match the checkpoint's policy.
+        trust_env_id : bool
+            Accept a checkpoint env id with a module part (``"pkg.mod:Env-v0"``),
+            which ``gymnasium.make`` imports. Refused by default: a file must not
+            choose code to run.
+
+        Raises
+        ------
+        ValueError
+            Any malformed, inconsistent or untrusted file, naming ``PPOTrainer.load``,
+            the file and the problem.
         """
         from fastppo.ppo.checkpoint import load_trainer
 
-        return load_trainer(cls, path, env)
+        return load_trainer(cls, path, env, trust_env_id)
+
+    def restore_state_json(self, st: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_json` (checked by the loader's error handling)."""
+        counters = [st[k] for k in ("num_timesteps", "n_updates", "counter", "resets")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters):
+            fail("PPOTrainer.load", "trainer counters", "ints >= 0", counters)
+        self.num_timesteps, self.n_updates, self.counter, self._resets = counters
+        self._train_time = float(st["train_time"])
+        self.rng.bit_generator.state = st["rng"]
+        self.episodes = [(int(a), float(b), int(c)) for a, b, c in st["episodes"]]
 
     def state_json(self) -> dict[str, Any]:
         """Counters and RNG state for checkpoints (JSON-serialisable)."""
