@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from fastppo._plot import line_chart
+from fastppo.plots import line_chart
 from fastppo.ppo import PPOConfig, PPOTrainer
 from fastppo.ppo.defaults import env_defaults
 

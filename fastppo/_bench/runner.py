@@ -393,7 +393,10 @@ def format_startup(startup: dict[str, dict[str, Any]]) -> str:
 
 def _chart(results: list[GroupResult], path: str) -> bool:
     """Bar chart of ratios, one bar per timed non-baseline impl; False if none."""
-    from fastppo._plot import bar_chart
+    from fastppo import plots
+
+    if not plots.available():
+        return False
 
     labels: list[str] = []
     values: list[float] = []
@@ -406,7 +409,7 @@ def _chart(results: list[GroupResult], path: str) -> bool:
                 groups.append(f"{gr.group.name} (vs {gr.group.baseline})")
     if not values:
         return False
-    bar_chart(
+    plots.bar_chart(
         path,
         "fastppo bench: speed-up over baseline",
         labels,
@@ -526,7 +529,7 @@ def main(
         "startup": startup_res,
         "wall_s": time.perf_counter() - t_run,
     }
-    from fastppo._plot import write_atomic
+    from fastppo._files import write_atomic
 
     write_atomic(json_path, (json.dumps(report, indent=1, allow_nan=False) + "\n").encode())
     wrote_png = _chart(results, png_path)

@@ -103,45 +103,6 @@ def build_config(
     return PPOConfig.from_dict(merged), int(steps)
 
 
-class Progress:
-    """One-line progress bar with SPS and recent return (``\\r`` on a TTY, else periodic lines)."""
-
-    def __init__(
-        self, total: int, stream: TextIO | None = None, every_s: float = 5.0, enabled: bool = True
-    ) -> None:
-        self.total = total
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.every_s = every_s
-        self.t0 = time.perf_counter()
-        self.last = -math.inf
-
-    def __call__(self, step: int, sps: float, recent: float, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not final and not self.tty and now - self.last < self.every_s:
-            return
-        self.last = now
-        frac = min(step / self.total, 1.0)
-        width = 24
-        filled = int(frac * width)
-        bar = "#" * filled + "-" * (width - filled)
-        ret = "   n/a" if math.isnan(recent) else f"{recent:8.1f}"
-        eta = max(self.total - step, 0) / sps if sps > 0 else math.inf
-        eta_s = f"{eta:5.0f}s" if math.isfinite(eta) else "    ?"
-        line = (
-            f"[{bar}] {step:>9d}/{self.total} steps  {sps:7.0f} SPS  "
-            f"return(last 20) {ret}  {now - self.t0:6.1f}s  eta {eta_s}"
-        )
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if final else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -199,9 +160,20 @@ def train_main(
     jsonl_path = os.path.join(out, "metrics.jsonl")
     csv_path = os.path.join(out, "metrics.csv")
     mode = "a" if resume else "w"
-    progress = Progress(steps, stream=sys.stderr, enabled=not quiet)
+    from tqdm import tqdm
+
+    progress = tqdm(
+        total=steps,
+        initial=trainer.num_timesteps,
+        unit="step",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=quiet,
+        dynamic_ncols=True,
+        mininterval=0.5 if sys.stderr.isatty() else 5.0,
+    )
     t0 = time.perf_counter()
-    with open(jsonl_path, mode) as jf, open(csv_path, mode, newline="") as cf:
+    with progress, open(jsonl_path, mode) as jf, open(csv_path, mode, newline="") as cf:
         writer: csv.DictWriter[str] | None = None
 
         def on_update(rec: dict[str, Any]) -> None:
@@ -212,23 +184,20 @@ def train_main(
                 if cf.tell() == 0:
                     writer.writeheader()
             writer.writerow(rec)
-            progress(rec["global_step"], rec["charts/SPS"], trainer.recent_return())
+            progress.set_postfix(
+                {"return(last 20)": f"{trainer.recent_return():.1f}"}, refresh=False
+            )
+            progress.update(rec["global_step"] - progress.n)
 
         try:
             trainer.learn(steps, callback=on_update)
         except KeyboardInterrupt:
             print("\ninterrupted: saving what was trained so far", file=stream)
     wall = time.perf_counter() - t0
-    progress(
-        trainer.num_timesteps,
-        trainer.num_timesteps / max(wall, 1e-9),
-        trainer.recent_return(),
-        True,
-    )
     trainer.save(out)
     report = trainer.evaluate(n_episodes=eval_episodes)
     trainer.close()
-    curve = _write_curve(trainer, env_id, out)
+    curve = _write_curve(trainer, env_id, out, stream)
     summary = {
         "env_id": env_id,
         "timesteps": trainer.num_timesteps,
@@ -258,12 +227,16 @@ def train_main(
     return 0
 
 
-def _write_curve(trainer: Any, env_id: str, out: str) -> str | None:
+def _write_curve(trainer: Any, env_id: str, out: str, stream: TextIO) -> str | None:
+    """``curve.png`` of the training returns, or None (no episodes, or no matplotlib)."""
+    from fastppo import plots
+
     eps = trainer.episodes
     if not eps:
         return None
-    from fastppo._plot import line_chart
-
+    if not plots.available():
+        print(f"learning curve: skipped; for curve.png, {plots.INSTALL_HINT}", file=stream)
+        return None
     xs = [float(e[0]) for e in eps]
     ys = [e[1] for e in eps]
     # A trailing mean over 20 episodes shows the trend through per-episode noise.
@@ -272,9 +245,8 @@ def _write_curve(trainer: Any, env_id: str, out: str) -> str | None:
         sum(ys[max(0, i - k + 1) : i + 1]) / len(ys[max(0, i - k + 1) : i + 1])
         for i in range(len(ys))
     ]
-    path = os.path.join(out, "curve.png")
-    line_chart(
-        path,
+    plots.line_chart(
+        os.path.join(out, "curve.png"),
         f"{env_id} (fastppo PPO)",
         "env steps",
         "episode return",
