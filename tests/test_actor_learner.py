@@ -58,10 +58,10 @@ def test_config_defaults_validate_and_derive() -> None:
         ({"num_actors": 2.0}, TypeError, "num_actors must be an int"),
         ({"num_steps": True}, TypeError, "num_steps must be an int"),
         ({"total_env_steps": 255}, ValueError, "one update's worth"),
-        ({"gamma": 0.0}, ValueError, r"gamma must be in \(0, 1\]"),
-        ({"gamma": 1.01}, ValueError, r"gamma must be in \(0, 1\]"),
-        ({"gae_lambda": 0.0}, ValueError, r"gae_lambda must be in \(0, 1\]"),
-        ({"gamma": float("nan")}, ValueError, "gamma must be a number"),
+        ({"gamma": -0.1}, ValueError, r"gamma must be in \[0, 1\]"),
+        ({"gamma": 1.01}, ValueError, r"gamma must be in \[0, 1\]"),
+        ({"gae_lambda": 1.5}, ValueError, r"gae_lambda must be in \[0, 1\]"),
+        ({"gamma": float("nan")}, ValueError, r"gamma must be in \[0, 1\]"),
         ({"rho_bar": 0.0}, ValueError, "rho_bar must be > 0"),
         ({"c_bar": -1.0}, ValueError, "c_bar must be > 0"),
         ({"pg_rho_bar": 0}, ValueError, "pg_rho_bar must be > 0"),
@@ -539,3 +539,24 @@ def test_report_rates_and_lag_statistics() -> None:
     rep.lag_histogram = {0: 10, 1: 84, 3: 6}
     assert rep.lag_stats()["p95"] == 3.0
 
+
+def test_run_takes_shared_fields_from_one_config_and_refuses_conflicts() -> None:
+    from fastppo.actor_learner.run import _ppo_for
+
+    al = ActorLearnerConfig(num_actors=2, num_steps=32, total_env_steps=64)
+    # unset in the actor-learner config: the PPOConfig's discounting is used
+    cfg, ppo = _ppo_for(al, PPOConfig(gamma=0.9, gae_lambda=0.5, batch_size=32))
+    assert (cfg.gamma, cfg.gae_lambda, ppo.gamma, ppo.gae_lambda) == (0.9, 0.5, 0.9, 0.5)
+    assert (ppo.n_envs, ppo.n_steps) == (2, 32)
+    # set in the actor-learner config only: it wins, both agree
+    cfg, ppo = _ppo_for(
+        ActorLearnerConfig(**{**al.to_dict(), "gamma": 0.8}), PPOConfig(batch_size=32)
+    )
+    assert cfg.gamma == ppo.gamma == 0.8
+    # set in both, differently: no silent overwrite
+    with pytest.raises(ValueError, match=r"run: ppo_config.gamma must equal config.gamma \(0.8\)"):
+        _ppo_for(ActorLearnerConfig(**{**al.to_dict(), "gamma": 0.8}), PPOConfig(gamma=0.9))
+    with pytest.raises(ValueError, match=r"run: ppo_config.n_envs must equal config.num_actors"):
+        _ppo_for(al, PPOConfig(n_envs=4, batch_size=32))
+    with pytest.raises(ValueError, match=r"run: ppo_config.n_steps must equal config.num_steps"):
+        _ppo_for(al, PPOConfig(n_steps=64, batch_size=32))

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from fastppo._checks import fail
+from fastppo._checks import check_range, fail
 
 BACKENDS = ("threads", "processes", "ray")
 ON_FAILURE = ("continue", "fail")
@@ -47,9 +47,11 @@ class ActorLearnerConfig:
         actors before the learner can finish the updates that produce the next
         broadcast (a deadlock). Exactly ``broadcast_every * num_steps`` with
         ``broadcast_every = 1`` makes every update on-policy.
-    gamma, gae_lambda : float
-        Discount and lambda in (0, 1] of the advantage estimator (GAE, or the
-        lambda of V-trace's trace coefficient). They override ``PPOConfig``'s.
+    gamma, gae_lambda : float, optional
+        Discount and lambda in [0, 1] of the advantage estimator (GAE, or the
+        lambda of V-trace's trace coefficient). None (the default) takes the
+        ``PPOConfig``'s; a value that contradicts one set in the ``PPOConfig``
+        raises ``ValueError`` in ``run`` (nothing is overwritten silently).
     use_vtrace : bool
         Estimate advantages with V-trace, re-evaluating the target log-probs
         and values under the learner's current policy, instead of GAE on the
@@ -97,8 +99,8 @@ class ActorLearnerConfig:
     total_env_steps: int = 100_000
     broadcast_every: int = 1
     max_lead_steps: int = 0
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
+    gamma: float | None = None
+    gae_lambda: float | None = None
     use_vtrace: bool = False
     rho_bar: float = 1.0
     c_bar: float = 1.0
@@ -178,9 +180,10 @@ class ActorLearnerConfig:
                 f">= num_steps * num_actors = {self.steps_per_update} (one update's worth)",
                 self.total_env_steps,
             )
+        for name in ("gamma", "gae_lambda"):
+            if getattr(self, name) is not None:  # the range of PPOConfig and gae
+                check_range(_FN, name, getattr(self, name), 0.0, 1.0)
         for name in (
-            "gamma",
-            "gae_lambda",
             "rho_bar",
             "c_bar",
             "pg_rho_bar",
@@ -193,10 +196,6 @@ class ActorLearnerConfig:
                 fail(_FN, name, "a real number", repr(v), exc=TypeError)
             if not v == v:  # NaN compares unequal to itself
                 fail(_FN, name, "a number", repr(v))
-        for name in ("gamma", "gae_lambda"):
-            v = getattr(self, name)
-            if not 0.0 < v <= 1.0:
-                fail(_FN, name, "in (0, 1]", repr(v))
         for name in ("rho_bar", "c_bar", "pg_rho_bar"):
             if getattr(self, name) <= 0:
                 fail(

@@ -387,7 +387,7 @@ class Learner:
             vs, adv = vtrace(
                 ro["logp"], tlogp, ro["rewards"], values, last_values,
                 ro["terminated"], ro["truncated"], valid=ro["valid"],
-                gamma=cfg.gamma, lam=cfg.gae_lambda, rho_bar=cfg.rho_bar,
+                gamma=self.ppo.gamma, lam=self.ppo.gae_lambda, rho_bar=cfg.rho_bar,
                 c_bar=cfg.c_bar, pg_rho_bar=cfg.pg_rho_bar,
             )  # fmt: skip
             returns = vs
@@ -401,7 +401,7 @@ class Learner:
             values = ro["values"]
             adv, returns = gae(
                 ro["rewards"], values, last_values, ro["terminated"], ro["truncated"],
-                valid=ro["valid"], gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+                valid=ro["valid"], gamma=self.ppo.gamma, gae_lambda=self.ppo.gae_lambda,
             )  # fmt: skip
             logp = ro["logp"]
         batch = self.batch_fn(

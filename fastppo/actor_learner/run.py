@@ -97,7 +97,7 @@ def run(
         from fastppo.ppo.config import PPOConfig
 
         ppo_config = PPOConfig()
-    ppo_config = _ppo_for(cfg, ppo_config)
+    cfg, ppo_config = _ppo_for(cfg, ppo_config)
     env_fn = make_env_fn(env_fn)
     if policy_fn is None:
         policy_fn = DefaultPolicyFn(
@@ -167,12 +167,14 @@ def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any) -> None:
             )
 
 
-def _ppo_for(cfg: ActorLearnerConfig, ppo_config: Any) -> Any:
-    """The PPOConfig the updates use: the rollout shape and discounting are ours.
+def _ppo_for(cfg: ActorLearnerConfig, ppo_config: Any) -> tuple[ActorLearnerConfig, Any]:
+    """The configs the run uses: one value for each field the two configs share.
 
-    ``n_envs``/``n_steps`` become ``num_actors``/``num_steps`` (so
-    ``batch_size`` is checked against the real rollout), ``gamma`` and
-    ``gae_lambda`` come from ``cfg``.
+    The rollout shape is the actor-learner's (``n_envs``/``n_steps`` are
+    ``num_actors``/``num_steps``, so ``batch_size`` is checked against the
+    real rollout); ``gamma``/``gae_lambda`` come from whichever config sets
+    them. A PPOConfig field set away from its default that disagrees with the
+    actor-learner's raises ``ValueError``: nothing is overwritten silently.
     """
     from fastppo.ppo.config import PPOConfig
 
@@ -184,10 +186,27 @@ def _ppo_for(cfg: ActorLearnerConfig, ppo_config: Any) -> Any:
                 f"run: ppo_config.{name} must be False, got True; the actor-learner has no "
                 "shared running statistics (normalise inside env_fn with a gymnasium wrapper)"
             )
-    out = ppo_config.replace(
-        n_envs=cfg.num_actors, n_steps=cfg.num_steps, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda
-    )
-    return out.validate()
+    default = PPOConfig()
+    shared = {
+        "n_envs": ("num_actors", cfg.num_actors),
+        "n_steps": ("num_steps", cfg.num_steps),
+        "gamma": ("gamma", cfg.gamma),
+        "gae_lambda": ("gae_lambda", cfg.gae_lambda),
+    }
+    values = {}
+    for name, (al_name, al_value) in shared.items():
+        mine = getattr(ppo_config, name)
+        if al_value is None:
+            values[name] = mine
+            continue
+        if mine != getattr(default, name) and mine != al_value:
+            raise ValueError(
+                f"run: ppo_config.{name} must equal config.{al_name} ({al_value!r}) or be left "
+                f"at its default, got {mine!r}"
+            )
+        values[name] = al_value
+    cfg = _replace(cfg, gamma=values["gamma"], gae_lambda=values["gae_lambda"])
+    return cfg, ppo_config.replace(**values).validate()
 
 
 def _replace(cfg: ActorLearnerConfig, **kw: Any) -> ActorLearnerConfig:
