@@ -12,14 +12,15 @@ whole package shares one policy:
   validated for finiteness, but masks use ``-inf`` on purpose;
 * ``boundscheck`` is not set here, so ``NUMBA_BOUNDSCHECK=1`` in the
   environment turns it on for a CI pass;
-* the disk cache is keyed by every kernel source, not only the function's own
-  file (see :func:`_stamp`).
+* the disk cache is keyed by the kernel's file and every fastppo file it
+  imports, not only the function's own file (see :func:`_stamp`).
 
 A bare ``numba.njit`` anywhere else in the package is a defect.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import types
@@ -38,32 +39,66 @@ FASTMATH_SAFE = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 _BASE: dict[str, Any] = {"nogil": True, "cache": True}  # njit implies nopython
 
 
+_PKG = Path(__file__).resolve().parent
+
+
 @functools.cache
-def _package_stamp() -> str:
-    """sha256 of every kernel source file (``fastppo/kernels/*.py`` and this one)."""
-    here = Path(__file__)
+def _local_imports(path: Path) -> tuple[Path, ...]:
+    """The fastppo source files ``path`` imports (``from fastppo.x import ...`` and the like)."""
+    tree = ast.parse(path.read_bytes())
+    out: list[Path] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "fastppo":
+                continue
+            f = _PKG.joinpath(*parts[1:]).with_suffix(".py")
+            if f.is_file() and f not in out:
+                out.append(f)
+    return tuple(out)
+
+
+@functools.cache
+def source_stamp(path: Path) -> str:
+    """sha256 of ``path`` and every fastppo source it imports, transitively."""
+    seen: list[Path] = []
+    todo = [path.resolve()]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        todo.extend(_local_imports(p))
     h = hashlib.sha256()
-    for p in [*sorted((here.parent / "kernels").glob("*.py")), here]:
+    for p in sorted(seen):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
 
 def _stamp(compiled: Any) -> Any:
-    """Key ``compiled``'s disk cache by all kernel sources, not just its own file.
+    """Key ``compiled``'s disk cache by its file and every fastppo file that file imports.
 
     Numba invalidates a cached function only when its own source file changes,
     but kernels inline helpers from other modules (Philox from ``rng``, the
     decoders from ``codec``, ``expf32`` from ``fastmath``) and the C entries of
     ``cabi`` embed whole kernels: after an edit there, the old machine code
-    would load silently. Adding the package hash to the index stamp makes any
-    kernel source change invalidate every kernel's cache. Uses Numba's cache
-    internals (``_cache._cache_file._source_stamp``); if a Numba version lacks
-    them, caching falls back to Numba's own per-file rule.
+    would load silently. Adding the hash of the module's import closure to the
+    index stamp invalidates exactly the kernels that can see the edit (an edit
+    to ``sampling`` leaves the advantage sweeps' cache alone). Uses Numba's
+    cache internals (``_cache._cache_file._source_stamp``); if a Numba version
+    lacks them, caching falls back to Numba's own per-file rule.
     """
     cache_file = getattr(getattr(compiled, "_cache", None), "_cache_file", None)
-    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
-        cache_file._source_stamp = (cache_file._source_stamp, _package_stamp())
+    py_func = getattr(compiled, "py_func", None) or getattr(compiled, "_pyfunc", None)
+    if cache_file is not None and hasattr(cache_file, "_source_stamp") and py_func is not None:
+        src = Path(py_func.__code__.co_filename)
+        cache_file._source_stamp = (cache_file._source_stamp, source_stamp(src))
     return compiled
 
 

@@ -14,15 +14,19 @@ from fastppo import _jit
 _PROBE = """
 import sys
 import numpy as np
-from fastppo.kernels import checks
+from fastppo.kernels import checks, squash
 assert checks.__file__.startswith(sys.argv[1]), checks.__file__
 f = checks._all_finite_serial
-assert f(np.zeros(4))
-print(sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()))
+g = squash.unsquash
+assert f(np.zeros(4)) and g(0.0) == 0.0
+for d in (f, g):
+    print(sum(d.stats.cache_hits.values()), sum(d.stats.cache_misses.values()))
 """
 
+LOADED, COMPILED = (1, 0), (0, 1)
 
-def _run(pkg_root: Path, cache: Path) -> tuple[int, int]:
+
+def _run(pkg_root: Path, cache: Path) -> list[tuple[int, int]]:
     # -S: no site hooks, so an editable install's import finder cannot shadow
     # the copy; the dependencies come from this interpreter's sys.path, minus
     # any entry that holds another fastppo (the checkout under test).
@@ -37,30 +41,36 @@ def _run(pkg_root: Path, cache: Path) -> tuple[int, int]:
         text=True,
         check=True,
     )
-    hits, misses = out.stdout.split()
-    return int(hits), int(misses)
+    rows = [line.split() for line in out.stdout.splitlines()]
+    return [(int(h), int(m)) for h, m in rows]
 
 
-def test_editing_any_kernel_module_invalidates_every_cached_kernel(tmp_path):
-    # A copy of the package, so that a kernel module can be edited: the checks
-    # kernel uses nothing from fastmath.py, yet an edit there must invalidate
-    # it too (kernels inline helpers across modules; Numba alone would only
-    # watch the function's own file and load stale machine code).
+def _edit(root: Path, rel: str) -> None:
+    with open(root / "fastppo" / rel, "a") as f:
+        f.write("\n# an edit\n")
+
+
+def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(tmp_path):
+    # A copy of the package, so that modules can be edited. checks.py and
+    # squash.py import only _jit; Numba alone would watch only the function's
+    # own file and load stale machine code after an edit to an import.
     root = tmp_path / "src"
     shutil.copytree(Path(fastppo.__file__).parent, root / "fastppo")
     cache = tmp_path / "cache"
-    assert _run(root, cache) == (0, 1)  # compiled and written
-    assert _run(root, cache) == (1, 0)  # loaded
-    with open(root / "fastppo" / "kernels" / "fastmath.py", "a") as f:
-        f.write("\n# an edit\n")
-    assert _run(root, cache) == (0, 1)  # stale: compiled again
-    assert _run(root, cache) == (1, 0)
+    assert _run(root, cache) == [COMPILED, COMPILED]  # compiled and written
+    assert _run(root, cache) == [LOADED, LOADED]
+    _edit(root, "kernels/fastmath.py")  # imported by neither
+    assert _run(root, cache) == [LOADED, LOADED]
+    _edit(root, "kernels/squash.py")  # the function's own file
+    assert _run(root, cache) == [LOADED, COMPILED]
+    _edit(root, "_jit.py")  # imported by both
+    assert _run(root, cache) == [COMPILED, COMPILED]
+    assert _run(root, cache) == [LOADED, LOADED]
 
 
-def test_every_kind_of_compiled_function_carries_the_package_stamp():
+def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():
     from fastppo.kernels import advantages, cabi, rng
 
-    stamp = _jit._package_stamp()
     for compiled in (
         advantages.gae_kernel[0],  # kernel_pair, serial
         advantages.gae_kernel[1],  # kernel_pair, parallel
@@ -68,4 +78,7 @@ def test_every_kind_of_compiled_function_carries_the_package_stamp():
         rng.philox4x32_10,  # inline
         cabi.entry(0, 0),  # c_entry
     ):
-        assert compiled._cache._cache_file._source_stamp[1] == stamp
+        py_func = getattr(compiled, "py_func", None) or compiled._pyfunc
+        src = Path(py_func.__code__.co_filename)
+        stamp = compiled._cache._cache_file._source_stamp[1]
+        assert stamp == _jit.source_stamp(src)

@@ -486,3 +486,33 @@ def test_get_set_params_copy_semantics():
     obs = np.random.default_rng(0).normal(size=(3, 4))
     np.testing.assert_array_equal(q.head_outputs(obs), p.head_outputs(obs))
     assert q.log_std is not None and np.shares_memory(q.log_std, q.params)
+
+
+def test_squash_density_agrees_everywhere_on_saturated_float32_actions():
+    # One clip limit and one log-det (fastppo.kernels.squash): the sampler, the
+    # public gaussian_logp_entropy and the MLP head's evaluate give the same
+    # log-density for the same float32 actions, saturated ones included.
+    from fastppo import sampling as S
+    from fastppo.kernels.squash import A_LIMIT
+
+    mean = np.array([0.0, 9.0, -30.0])  # dims 1 and 2 saturate in float32
+    ls = np.array([-1.0, 0.5, -3.0])
+    pol = ActorCritic((2,), "continuous", action_dim=3, hidden_sizes=(), squash=True,
+                      action_low=-1.0, action_high=1.0, log_std_min=-5.0)  # fmt: skip
+    w, b = pol.actor_layers[0]
+    w[...] = 0.0
+    b[...] = mean  # every observation gets these means
+    pol.log_std[...] = ls
+    n = 256
+    obs = np.zeros((n, 2))
+    means = np.broadcast_to(mean, (n, 3)).copy()
+    act, slogp = S.sample_gaussian(means, ls, seed=4, counter=9, squash=True)
+    assert (np.abs(act) == 1.0).any() and (np.abs(act) == np.float32(A_LIMIT)).any()
+    klogp, _ = S.gaussian_logp_entropy(means, ls, act, squash=True)
+    plogp, _, _ = pol.evaluate(obs, act)
+    assert np.all(np.isfinite(slogp))
+    np.testing.assert_allclose(slogp, klogp, rtol=2e-7)
+    np.testing.assert_allclose(plogp, klogp, rtol=1e-6)
+    # the trainer's step stores the sampler's logp: a PPO ratio starts at 1
+    a2, l2, _ = pol.step(obs, seed=4, counter=9)
+    np.testing.assert_allclose(pol.evaluate(obs, a2)[0], l2, rtol=1e-6)

@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from fastppo._jit import FASTMATH_SAFE, inline, kernel
+from fastppo.kernels.squash import log_det, unsquash
 
 ACT_TANH = 0
 ACT_RELU = 1
@@ -91,12 +92,9 @@ N_UPDATE_STATS = 14
 N_HYPER = 13
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-_LOG2 = math.log(2.0)
 # The log-ratio is clamped before exp so a stale or poisoned log-prob cannot
 # overflow the ratio to inf (exp(20) ~ 5e8 is already far outside any clip range).
 _LOGRATIO_MAX = 20.0
-# Squashed actions are stored after tanh; atanh needs them strictly inside (-1, 1).
-_ATANH_LIMIT = 1.0 - 1e-7
 
 
 # Cephes tanh: for |x| < 0.625 a rational in x^2 (relative error ~1e-16); above,
@@ -328,17 +326,11 @@ def head_row(
             s = min(max(raw, ls_lo), ls_hi)
             sigma = math.exp(s)
             a = act_f[r, d]
-            if head == HEAD_SQUASHED:
-                a = min(max(a, -_ATANH_LIMIT), _ATANH_LIMIT)
-                u = math.atanh(a)
-            else:
-                u = a
+            u = unsquash(a) if head == HEAD_SQUASHED else a
             z = (u - out[o + d]) / sigma
             logp += -0.5 * z * z - s - _HALF_LOG_2PI
             if head == HEAD_SQUASHED:
-                t = -2.0 * u
-                softplus = max(t, 0.0) + math.log1p(math.exp(-abs(t)))
-                logp -= 2.0 * (_LOG2 - u - softplus)
+                logp -= log_det(u)
             ent += s + 0.5 + _HALF_LOG_2PI
             if want_grad:
                 dz[dz_off + d] = g_logp * z / sigma

@@ -44,10 +44,12 @@ Gaussian (Box-Muller)
 ``z`` float32 from :func:`fastppo.kernels.rng.box_muller32` (pair ``p`` of
 normals from words ``(w0, w1)`` / ``(w2, w3)`` of block ``p // 2``); then in
 float64 ``u = mean + exp(log_std) * z``; ``log p = sum_j (-z_j^2 / 2 -
-log_std_j - log(2 pi) / 2)``. With ``squash``, ``a = tanh(u)`` and ``log p -=
-sum_j log(1 - tanh(u_j)^2)``, computed as ``2 (log 2 - u - softplus(-2u))``
-which stays finite where ``tanh(u)`` rounds to 1 (Haarnoja et al. 2018,
-arXiv:1801.01290, App. C).
+log_std_j - log(2 pi) / 2)``. With ``squash``, the action is ``a = tanh(u)``
+rounded to float32, and ``log p`` is the density of that action as
+``gaussian_logp_entropy`` evaluates it: at ``u' = atanh(a)`` (clipped), minus
+``sum_j log(1 - tanh(u'_j)^2)`` (:mod:`fastppo.kernels.squash`; Haarnoja et
+al. 2018, arXiv:1801.01290, App. C). So a PPO ratio starts at exactly 1, even
+for saturated actions.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ import numpy as np
 from fastppo._jit import inline, kernel, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import box_muller32, env_block, log32, normal_words, uniform53
+from fastppo.kernels.squash import log_det, unsquash
 
 # Storage kinds of the logits / parameters.
 KIND_F32 = 0
@@ -99,7 +102,6 @@ _I127 = np.int32(127)
 _I23 = np.int32(23)
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-_LOG2 = math.log(2.0)
 
 
 @inline
@@ -661,12 +663,6 @@ def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # p
     return -1
 
 
-@inline
-def _softplus(x):  # pragma: no cover - compiled
-    """``log(1 + exp(x))`` without overflow."""
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
 @kernel_pair
 def gaussian(
     pm,
@@ -853,13 +849,19 @@ def _gaussian_task(
                     else:
                         ls = load1(pl, ii, lcol + j, kind)
                         sd = math.exp(ls)
-                    u = load1(pm, ii, mcol + j, kind) + sd * zj
-                    lp = -0.5 * zj * zj - ls - _HALF_LOG_2PI
+                    mu = load1(pm, ii, mcol + j, kind)
+                    u = mu + sd * zj
                     if squash:
-                        lp -= 2.0 * (_LOG2 - u - _softplus(-2.0 * u))
-                        u = math.tanh(u)
-                    act[ii, j] = u
-                    lacc[i] += lp
+                        # the density of the float32 action returned, exactly as
+                        # gaussian_logp_entropy and the MLP head evaluate it
+                        a = np.float32(math.tanh(u))
+                        act[ii, j] = a
+                        u = unsquash(np.float64(a))
+                        zj = (u - mu) * math.exp(-ls)
+                        lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI - log_det(u)
+                    else:
+                        act[ii, j] = u
+                        lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI
         for i in range(rows):
             logp[i0 + i] = lacc[i]
 
@@ -926,9 +928,9 @@ def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  #
     """Diagonal-Gaussian log-prob of stored actions and (pre-squash) entropy.
 
     ``logp = sum_j (-((a_j - mu_j) / sigma_j)^2 / 2 - log_std_j - log(2 pi)/2)``;
-    with ``squash``, ``u = atanh(a)`` (``a`` clipped to ``+-(1 - 2**-24)``)
-    replaces ``a`` and ``2 (log 2 - u - softplus(-2u))`` is subtracted per
-    dimension. ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``. Inputs are
+    with ``squash``, ``u = atanh(a)`` replaces ``a`` and ``log(1 - tanh(u)^2)``
+    is subtracted per dimension (one clip limit and log-det: ``kernels.squash``).
+    ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``. Inputs are
     validated by the caller.
     """
     n = mean.shape[0]
@@ -943,12 +945,11 @@ def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  #
             ls = np.float64(log_std[il, j])
             a = float(act[i, j])
             if squash:
-                lim = 1.0 - 5.960464477539063e-08
-                a = math.atanh(min(max(a, -lim), lim))
+                a = unsquash(a)
             z = (a - mean[i, j]) * math.exp(-ls)
             lp = -0.5 * z * z - ls - _HALF_LOG_2PI
             if squash:
-                lp -= 2.0 * (_LOG2 - a - _softplus(-2.0 * a))
+                lp -= log_det(a)
             total += lp
             h += ls + 0.5 + _HALF_LOG_2PI
         logp[i] = total

@@ -461,12 +461,10 @@ class ActorCritic:
         """
         x = self.obs_batch("ActorCritic.step", obs)
         out, values = self._forward(x, True, True)
+        # A squashed sampler's logp is already the density of the float32 action
+        # it returns, as evaluate computes it (kernels.squash): the first PPO
+        # epoch sees a ratio of 1 even for saturated actions.
         actions, logp = self._sample(out, seed, counter, env_offset, False)
-        if self.squash:
-            # Recompute with the trainer's own formula from the stored float32
-            # action, so the first PPO epoch sees a ratio of exactly 1 even where
-            # atanh of a rounded action near +-1 differs from the sampled u.
-            logp = self.evaluate(x, actions)[0].astype(np.float32)
         return actions, logp, values
 
     def _sample(

@@ -152,13 +152,13 @@ def sample_gaussian(
             zz = float(z[i, j])
             u = mu + math.exp(ls) * zz
             lp = -0.5 * zz * zz - ls - HALF_LOG_2PI
-            if squash:
-                sp = max(-2.0 * u, 0.0) + math.log1p(math.exp(-abs(-2.0 * u)))
-                lp -= 2.0 * (LOG2 - u - sp)
-                u = math.tanh(u)
-            act[i, j] = u
+            act[i, j] = math.tanh(u) if squash else u
             total += lp
         logp[i] = total
+    if squash:
+        # the log-density of the float32 actions returned (API.md: the sampler
+        # and gaussian_logp_entropy agree, saturated actions included)
+        logp = gaussian_logp_entropy(mean, log_std, act, squash=True)[0].astype(np.float32)
     return act, logp
 
 
