@@ -174,11 +174,6 @@ def num_threads() -> int:
     return int(numba.get_num_threads())
 
 
-# Below this many elements a kernel runs its serial build: opening a parallel
-# region costs a few microseconds, which a small sweep cannot win back.
-PARALLEL_MIN_ELEMENTS = 1 << 16
-
-
 def c_entry(sig: Any) -> Callable[[F], Any]:
     """Compile ``fn`` as a C-callable function (``numba.cfunc``) of signature ``sig``.
 

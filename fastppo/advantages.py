@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from fastppo import _checks as C
+from fastppo import _dispatch
 from fastppo._fastpath import GAE, RETURNS, VTRACE
 from fastppo._fastpath import fast as _fast
-from fastppo._jit import PARALLEL_MIN_ELEMENTS, num_threads
+from fastppo._jit import num_threads
 from fastppo.kernels import advantages as K
 
 __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
@@ -42,9 +43,6 @@ _STATUS_NAMES = {
     K.BAD_BEHAVIOR_LOGP: "behavior_logp",
     K.BAD_TARGET_LOGP: "target_logp",
 }
-# Memory-bound sweeps (GAE, discounted returns) run serially up to this many
-# threads: see _Sweep.block.
-_SERIAL_MAX_THREADS = 2
 # Parallel blocks are whole multiples of this many envs, so each thread's inner
 # loop covers full SIMD vectors and full cache lines.
 _BLOCK_ALIGN = 16
@@ -54,7 +52,7 @@ _BLOCK_ALIGN = 16
 # size and hands anything else back (None) to the general path below, which
 # validates in full and raises the house errors.
 for _kind in (GAE, VTRACE, RETURNS):
-    _fast.set_limit(_kind, PARALLEL_MIN_ELEMENTS)
+    _fast.set_limit(_kind, _dispatch.PARALLEL_MIN_ELEMENTS)
 
 
 class _Sweep:
@@ -183,9 +181,9 @@ class _Sweep:
         """
         T, N = self.r.shape
         threads = num_threads()
-        if T * N < PARALLEL_MIN_ELEMENTS or N < 2 * _BLOCK_ALIGN:
+        if T * N < _dispatch.PARALLEL_MIN_ELEMENTS or N < 2 * _BLOCK_ALIGN:
             return False, N
-        if memory_bound and threads <= _SERIAL_MAX_THREADS:
+        if memory_bound and threads <= _dispatch.SERIAL_MAX_THREADS:
             return False, N
         per = -(-N // threads)
         per = -(-per // _BLOCK_ALIGN) * _BLOCK_ALIGN
@@ -533,7 +531,7 @@ def _warmup() -> None:
     rng = np.random.default_rng(0)
     n_par = 4 * _BLOCK_ALIGN
     for dt in (np.float32, np.float64):
-        for T, N in ((4, 3), (PARALLEL_MIN_ELEMENTS // n_par, n_par)):
+        for T, N in ((4, 3), (_dispatch.PARALLEL_MIN_ELEMENTS // n_par, n_par)):
             r = rng.standard_normal((T, N)).astype(dt)
             v = rng.standard_normal((T, N)).astype(dt)
             term = rng.random((T, N)) < 0.05

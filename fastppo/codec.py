@@ -335,7 +335,7 @@ def encode(array: Any, dtype: str) -> bytes:
 
 def _warmup() -> None:
     """Compile the float16/bfloat16 kernels (serial and parallel builds)."""
-    from fastppo._jit import PARALLEL_MIN_ELEMENTS
+    from fastppo._dispatch import PARALLEL_MIN_ELEMENTS
 
     for n in (3, PARALLEL_MIN_ELEMENTS):
         for half in ("float16", "bfloat16"):

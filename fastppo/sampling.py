@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from fastppo import _dispatch
 from fastppo import codec as _codec
 from fastppo._checks import as_array, describe, fail, int_vector
 from fastppo._fastpath import CATEGORICAL
@@ -59,11 +60,10 @@ _NOMASK_RO.flags.writeable = False
 # that must wait for a descheduled worker stalls the whole call. Below ~256k
 # logits the serial build is the robust choice; above it the work per thread
 # dwarfs such stalls. Results are bit-identical either way.
-PARALLEL_MIN_LOGITS = 1 << 18
 
 _OFFS: dict[int, np.ndarray] = {}
 # Below the parallel size, plain numpy calls take the Cython fast path.
-_fast.set_limit(CATEGORICAL, PARALLEL_MIN_LOGITS)
+_fast.set_limit(CATEGORICAL, _dispatch.PARALLEL_MIN_LOGITS)
 
 
 def _offs1(a: int) -> np.ndarray:
@@ -330,7 +330,9 @@ def sample_categorical(
     if offs is None:
         offs = _offs1(a)
     xk, mk = _canon(x, m)
-    kern = _k.categorical_parallel if n * a >= PARALLEL_MIN_LOGITS else _k.categorical_serial
+    kern = (
+        _k.categorical_parallel if n * a >= _dispatch.PARALLEL_MIN_LOGITS else _k.categorical_serial
+    )
     f32 = dt is _F32 or dt == _F32
     st = kern(
         xk,
@@ -420,7 +422,7 @@ def sample_multi_categorical(
     x, mk = _canon(x, m)
     kern = (
         _k.multi_categorical_parallel
-        if n * w >= PARALLEL_MIN_LOGITS
+        if n * w >= _dispatch.PARALLEL_MIN_LOGITS
         else _k.multi_categorical_serial
     )
     st = kern(
@@ -543,7 +545,9 @@ def sample_gaussian(
             {"mean": mu, "log_std": ls2},
         )
     mu, ls2 = _ro(mu), _ro(ls2)  # one variant per dtype (see _canon)
-    kern = _k.gaussian_parallel if n * a_dim >= PARALLEL_MIN_LOGITS // 4 else _k.gaussian_serial
+    kern = (
+        _k.gaussian_parallel if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN else _k.gaussian_serial
+    )
     st = kern(
         mu,
         0,
@@ -607,7 +611,7 @@ def categorical_logp_entropy(
     ent = np.empty(n, dtype=x.dtype)
     kern = (
         _k.categorical_logp_entropy_parallel
-        if n * a >= PARALLEL_MIN_LOGITS
+        if n * a >= _dispatch.PARALLEL_MIN_LOGITS
         else _k.categorical_logp_entropy_serial
     )
     x, mk = _canon(x, m)
@@ -706,7 +710,7 @@ def gaussian_logp_entropy(
     ent = np.empty(n, dtype=mu.dtype)
     kern = (
         _k.gaussian_logp_entropy_parallel
-        if n * a_dim >= PARALLEL_MIN_LOGITS
+        if n * a_dim >= _dispatch.PARALLEL_MIN_LOGITS
         else _k.gaussian_logp_entropy_serial
     )
     kern(mu, np.ascontiguousarray(ls2), ls2.shape[0] == 1 and n != 1, act, sq, logp, ent)
@@ -806,7 +810,9 @@ def sample_categorical_bytes(
     det = _flag(fn, "deterministic", deterministic)
     act = np.empty(n, dtype=np.int64)
     logp = np.empty(n, dtype=np.float32)
-    kern = _k.categorical_parallel if n * a >= PARALLEL_MIN_LOGITS else _k.categorical_serial
+    kern = (
+        _k.categorical_parallel if n * a >= _dispatch.PARALLEL_MIN_LOGITS else _k.categorical_serial
+    )
     st = kern(
         x,
         _KIND[dt],
@@ -888,7 +894,9 @@ def sample_gaussian_bytes(
     det = _flag(fn, "deterministic", deterministic)
     act = np.empty((n, a_dim), dtype=np.float32)
     logp = np.empty(n, dtype=np.float32)
-    kern = _k.gaussian_parallel if n * a_dim >= PARALLEL_MIN_LOGITS // 4 else _k.gaussian_serial
+    kern = (
+        _k.gaussian_parallel if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN else _k.gaussian_serial
+    )
     st = kern(
         p,
         0,
@@ -926,7 +934,7 @@ def sample_gaussian_bytes(
 def _warmup() -> None:
     """Compile every sampler variant: float32/float64 arrays, the four byte dtypes,
     serial and parallel builds (sizes straddling the parallel threshold)."""
-    for n in (1, PARALLEL_MIN_LOGITS):
+    for n in (1, _dispatch.PARALLEL_MIN_LOGITS):
         for dt in (np.float32, np.float64):
             lg = np.zeros((n, 2), dtype=dt)
             mk = np.ones((n, 2), dtype=bool)

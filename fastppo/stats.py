@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from fastppo import _dispatch
 from fastppo._checks import (
     FLOATS,
     as_array,
@@ -48,7 +49,6 @@ from fastppo._checks import (
     fail,
     flag_array,
 )
-from fastppo._jit import PARALLEL_MIN_ELEMENTS
 from fastppo.kernels import stats as _k
 
 try:
@@ -61,13 +61,6 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
 
 __all__ = ["ReturnNormalizer", "RunningMeanStd", "denormalize_values", "normalize_returns"]
 
-# Below this many elements the stats kernels run serially (and an update runs in
-# Cython). Moments and the affine map cost about a nanosecond per element
-# serially, so under 2**20 elements a call is done in about a millisecond, while
-# opening a parallel region costs microseconds on an idle machine and was
-# measured at 45-65 ms on an oversubscribed one (2 cores, load 8): the
-# project-wide PARALLEL_MIN_ELEMENTS (2**16) is too low for such light work.
-_PARALLEL_MIN = max(PARALLEL_MIN_ELEMENTS, 1 << 20)
 
 # Builtin dtypes are singletons, so ``is`` is the cheapest exact test on the
 # per-step fast paths (an equal but distinct dtype object takes the slow path).
@@ -252,7 +245,7 @@ class RunningMeanStd:
             # native float batch goes straight to Cython; anything else, and
             # every error, takes the general path below.
             dt = batch.dtype
-            if (dt is _F32 or dt is _F64) and 0 < batch.size < _PARALLEL_MIN:
+            if (dt is _F32 or dt is _F64) and 0 < batch.size < _dispatch.PARALLEL_MIN_STATS:
                 x = None
                 if batch.ndim == 2 and self._fast_2d and batch.shape[1] == self._n_feat:
                     x = batch
@@ -284,7 +277,7 @@ class RunningMeanStd:
         x = a if a.ndim == 2 and a.shape[1] == n_feat else a.reshape(rows, n_feat)
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        if size < _PARALLEL_MIN:
+        if size < _dispatch.PARALLEL_MIN_STATS:
             # Cython: the same arithmetic as the Numba kernel, entered faster
             up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
             n = up(x, v, float(self._count))
@@ -344,7 +337,7 @@ class RunningMeanStd:
         refusal returns None, and the general path then raises the proper
         error or handles the layout.
         """
-        if type(x) is not np.ndarray or x.size >= _PARALLEL_MIN:
+        if type(x) is not np.ndarray or x.size >= _dispatch.PARALLEL_MIN_STATS:
             return None
         dt = x.dtype
         if dt is _F32:
@@ -393,7 +386,7 @@ class RunningMeanStd:
             r2 = res if two_d else res.reshape(rows, n_feat)
         else:
             r2 = np.empty((rows, n_feat), a.dtype)
-        if a.size < _PARALLEL_MIN:
+        if a.size < _dispatch.PARALLEL_MIN_STATS:
             # Cython: same arithmetic as the Numba kernel, entered faster per step
             aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
             aff(x2, r2, self._epsilon, normalize, clip)

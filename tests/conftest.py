@@ -24,12 +24,13 @@ def force_parallel_sweeps(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], No
     The small-call fast path (serial only) and the serial rule for memory-bound
     sweeps on small machines are switched off too.
     """
+    from fastppo import _dispatch
     from fastppo import advantages as adv_mod
 
     def force(align: int = 1) -> None:
-        monkeypatch.setattr(adv_mod, "PARALLEL_MIN_ELEMENTS", 0)
+        monkeypatch.setattr(_dispatch, "PARALLEL_MIN_ELEMENTS", 0)
         monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", align)
-        monkeypatch.setattr(adv_mod, "_SERIAL_MAX_THREADS", 0)
+        monkeypatch.setattr(_dispatch, "SERIAL_MAX_THREADS", 0)
         monkeypatch.setattr(adv_mod, "_fast", _NoFastPath)
 
     return force

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastppo import _checks as C
-from fastppo._jit import PARALLEL_MIN_ELEMENTS
+from fastppo._dispatch import PARALLEL_MIN_ELEMENTS
 from fastppo.kernels.checks import all_finite_1d
 
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import fastppo
-from fastppo import advantages as A
-from fastppo import sampling as S
+from fastppo import _dispatch
 from fastppo._cy import _fast
 
 
@@ -119,7 +118,7 @@ def test_fast_path_hands_unusual_calls_back():
     a, b = np.empty_like(r), np.empty_like(r)
     ro = np.empty_like(r)
     ro.flags.writeable = False
-    big = np.zeros((A.PARALLEL_MIN_ELEMENTS // 4, 4), np.float32)
+    big = np.zeros((_dispatch.PARALLEL_MIN_ELEMENTS // 4, 4), np.float32)
     refused = {
         "non-contiguous rewards": ((r[:, ::2], v[:, ::2], lv[:2], te[:, ::2]), {}),
         "mixed dtypes": ((r, v.astype(np.float64), lv, te), {}),
@@ -237,7 +236,7 @@ def test_categorical_fast_path_hands_unusual_calls_back():
         "out aliasing itself": (x, None, 1, 2, 0, False, (a, a.view(np.float32)[:6])),
         "NaN logit": (bad_row, None, 1, 2, 0, False, (a, lp)),
         "large batch": (
-            np.zeros((S.PARALLEL_MIN_LOGITS, 1), np.float32),
+            np.zeros((_dispatch.PARALLEL_MIN_LOGITS, 1), np.float32),
             None,
             1,
             2,

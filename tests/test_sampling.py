@@ -14,6 +14,7 @@ import pytest
 from scipy import special
 
 import fastppo
+from fastppo import _dispatch
 from fastppo import sampling as S
 from fastppo.kernels import sampling as K
 from fastppo.reference import rng as rrng
@@ -296,7 +297,7 @@ def test_serial_and_parallel_builds_are_bit_identical() -> None:
 
 
 def test_public_parallel_path_equals_serial_build_and_reference() -> None:
-    n, a = S.PARALLEL_MIN_LOGITS // 8 + 3, 8  # above the threshold: the parallel build
+    n, a = _dispatch.PARALLEL_MIN_LOGITS // 8 + 3, 8  # above the threshold: the parallel build
     x = _logits(n, a, seed=5)
     m = _mask(n, a, seed=6)
     act, logp = S.sample_categorical(x, m, seed=8, counter=13)
@@ -315,8 +316,8 @@ def test_public_parallel_path_equals_serial_build_and_reference() -> None:
 
 _THREAD_SCRIPT = """
 import hashlib, json, numpy as np, numba
-from fastppo import sampling as S
-n = S.PARALLEL_MIN_LOGITS // 9 + 1  # large enough for the parallel builds
+from fastppo import _dispatch, sampling as S
+n = _dispatch.PARALLEL_MIN_LOGITS // 9 + 1  # large enough for the parallel builds
 x = (np.random.default_rng(0).standard_normal((n, 9)) * 2).astype(np.float32)
 m = np.random.default_rng(1).random((n, 9)) > 0.3
 m[:, 0] = True

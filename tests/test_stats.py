@@ -239,7 +239,7 @@ def test_cython_numba_serial_parallel_bit_identical(dtype, shape, masked) -> Non
 def update_path(request, monkeypatch):
     """Run a test through each path the public layer picks by size."""
     if request.param == "numba parallel":
-        monkeypatch.setattr(fastppo.stats, "_PARALLEL_MIN", 1)
+        monkeypatch.setattr(fastppo._dispatch, "PARALLEL_MIN_STATS", 1)
     return request.param
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastppo._jit import PARALLEL_MIN_ELEMENTS, kernel_pair
+from fastppo import _dispatch
+from fastppo._jit import kernel_pair
 
 
 # x - x is 0 for finite x and NaN for NaN or +-inf. Counting the comparisons is
@@ -24,6 +25,6 @@ _all_finite_serial, _all_finite_parallel = _all_finite
 
 def all_finite_1d(x: np.ndarray) -> bool:
     """True when every element of the 1-D float array ``x`` is finite."""
-    if x.shape[0] >= PARALLEL_MIN_ELEMENTS:
+    if x.shape[0] >= _dispatch.PARALLEL_MIN_ELEMENTS:
         return bool(_all_finite_parallel(x))
     return bool(_all_finite_serial(x))

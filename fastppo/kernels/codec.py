@@ -25,7 +25,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from fastppo._jit import PARALLEL_MIN_ELEMENTS, inline, kernel_pair
+from fastppo import _dispatch
+from fastppo._jit import inline, kernel_pair
 
 _U16 = np.uint16
 _U32 = np.uint32
@@ -129,7 +130,7 @@ def _encode_bf16(src, out):  # pragma: no cover - compiled
 
 
 def _pick(pair: tuple, n: int) -> Any:
-    return pair[1] if n >= PARALLEL_MIN_ELEMENTS else pair[0]
+    return pair[1] if n >= _dispatch.PARALLEL_MIN_ELEMENTS else pair[0]
 
 
 def decode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastppo._checks import fail
+from fastppo._checks import check_range, fail
 
 _FN = "PPOConfig"
 
@@ -189,14 +189,10 @@ def _real(
     lo_open: bool = False,
     optional: bool = False,
 ) -> None:
+    """A real field in the interval (``_checks.check_range``), or None when ``optional``."""
     v = getattr(cfg, name)
     if v is None and optional:
         return
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        expected = "a real number or None" if optional else "a real number"
-        fail(_FN, name, expected, repr(v), exc=TypeError)
-    ok = (v > lo if lo_open else v >= lo) and v <= hi and v == v
-    if not ok:
-        left = "(" if lo_open else "["
-        hi_s = "inf" if hi == math.inf else f"{hi:g}"
-        fail(_FN, name, f"in {left}{lo:g}, {hi_s}]", repr(v))
+    if optional and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        fail(_FN, name, "a real number or None", repr(v), exc=TypeError)
+    check_range(_FN, name, v, lo, hi, lo_open)
