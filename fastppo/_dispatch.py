@@ -34,7 +34,11 @@ def env_int(name: str, default: int) -> int:
 #: the serial build runs, and the small-call fast path takes a sweep.
 PARALLEL_MIN_ELEMENTS = env_int("PARALLEL_MIN_ELEMENTS", 1 << 16)
 #: Categorical samplers and log-prob/entropy (logits, ``N * A``); also the
-#: fast path's limit for ``sample_categorical``.
+#: fast path's limit for ``sample_categorical``. Measured on the 2-core
+#: CI-class machine under load: for [4096 x 18] the serial build took 0.8 ms,
+#: the parallel one 0.4 ms at best but 7-15 ms at the median (a parallel region
+#: that waits for a descheduled worker stalls the whole call). Results are
+#: bit-identical either way.
 PARALLEL_MIN_LOGITS = env_int("PARALLEL_MIN_LOGITS", 1 << 18)
 #: The Gaussian sampler (``N * action_dim``): a normal costs about four logits.
 PARALLEL_MIN_GAUSSIAN = env_int("PARALLEL_MIN_GAUSSIAN", 1 << 16)

@@ -39,10 +39,11 @@ def force_parallel_sweeps(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], No
 @pytest.fixture
 def no_fast_path(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Switch off the Cython fast path in the public modules (general path only)."""
-    from fastppo import advantages, sampling
+    from fastppo import advantages
+    from fastppo.sampling import categorical
 
     def off() -> None:
         monkeypatch.setattr(advantages, "_fast", _NoFastPath)
-        monkeypatch.setattr(sampling, "_fast", _NoFastPath)
+        monkeypatch.setattr(categorical, "_fast", _NoFastPath)
 
     return off

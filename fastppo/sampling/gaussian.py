@@ -1,0 +1,140 @@
+"""Diagonal-Gaussian sampling, optionally tanh-squashed, with log-densities: ``sample_gaussian``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastppo import _dispatch
+from fastppo._checks import as_array, fail
+from fastppo.kernels import sampling as _k
+from fastppo.sampling._common import (
+    _F32,
+    _flag,
+    _logits2d,
+    _outs,
+    _ro,
+    stream,
+)
+
+
+def _bad_gaussian(
+    fn: str,
+    mean: np.ndarray,
+    ls: np.ndarray,
+    row: int,
+    env_offset: int,
+    names: tuple[str, str] = ("mean", "log_std"),
+) -> None:
+    where = f"env {row}" if env_offset == 0 else f"row {row} (env {env_offset + row})"
+    for name, arr in ((names[0], mean[row]), (names[1], ls[0] if ls.shape[0] == 1 else ls[row])):
+        v = np.asarray(arr, dtype=np.float64)
+        bad = ~np.isfinite(v)
+        if bad.any():
+            j = int(np.argmax(bad))
+            fail(fn, name, "finite", f"{float(v[j])!r} at {where}, dimension {j}")
+    raise AssertionError(f"{fn}: kernel reported row {row} but it looks valid")  # pragma: no cover
+
+
+def sample_gaussian(
+    mean: Any,
+    log_std: Any,
+    *,
+    seed: int,
+    counter: int,
+    env_offset: int = 0,
+    squash: bool = False,
+    deterministic: bool = False,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sample diagonal-Gaussian actions, optionally tanh-squashed.
+
+    Parameters
+    ----------
+    mean : float32 or float64 array [N, A]
+    log_std : array [N, A] or [A] (state-independent), same dtype as ``mean``
+    seed, counter, env_offset
+        As :func:`sample_categorical`.
+    squash : bool, default False
+        Return ``tanh(u)`` and correct the log-density for the change of
+        variables.
+    deterministic : bool, default False
+        Return the mean (``tanh(mean)`` when squashed).
+    out : (float32 [N, A], float32 [N]), optional
+
+    Returns
+    -------
+    actions : float32 [N, A]
+    logp : float32 [N]
+        ``sum_j log N(u_j; mean_j, std_j)`` minus ``sum_j log(1 - tanh(u_j)^2)``
+        when squashed.
+
+    Notes
+    -----
+    ``u = mean + exp(log_std) * z`` with ``z`` standard normal from the env's
+    stream by Box-Muller (pair ``j // 2`` of uniforms; cosine for even ``j``,
+    sine for odd). ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``,
+    finite even where ``tanh(u)`` rounds to 1 (Haarnoja et al. 2018).
+    Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
+    """
+    fn = "sample_gaussian"
+    mu = _logits2d(fn, "mean", mean)
+    n, a_dim = mu.shape
+    ls = log_std if type(log_std) is np.ndarray else as_array(fn, "log_std", log_std)
+    if ls.dtype != mu.dtype:
+        fail(
+            fn,
+            "log_std",
+            f"{mu.dtype} like mean",
+            f"dtype {ls.dtype}",
+            f"use .astype(np.{mu.dtype})",
+            TypeError,
+        )
+    if ls.shape == (a_dim,):
+        ls2 = ls.reshape(1, a_dim)
+    elif ls.shape == mu.shape:
+        ls2 = ls
+    else:
+        fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
+    if not ls2.flags.c_contiguous:
+        ls2 = np.ascontiguousarray(ls2)
+    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    sq = _flag(fn, "squash", squash)
+    if out is None:
+        act = np.empty((n, a_dim), dtype=np.float32)
+        logp = np.empty(n, dtype=np.float32)
+    else:
+        act, logp = _outs(
+            fn,
+            out,
+            ((n, a_dim), (n,)),
+            (_F32, _F32),
+            ("actions", "logp"),
+            {"mean": mu, "log_std": ls2},
+        )
+    mu, ls2 = _ro(mu), _ro(ls2)  # one variant per dtype (see _canon)
+    kern = (
+        _k.gaussian_parallel if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN else _k.gaussian_serial
+    )
+    st = kern(
+        mu,
+        0,
+        ls2,
+        0,
+        a_dim,
+        0 if mu.dtype == _F32 else 1,
+        ls2.shape[0] == 1 and n != 1,
+        sl,
+        sh,
+        cl,
+        ch,
+        eo,
+        sq,
+        det,
+        act,
+        logp,
+    )
+    if st >= 0:
+        _bad_gaussian(fn, mu, ls2, st, eo)
+    return act, logp

@@ -1,0 +1,168 @@
+"""Training-side log-probs and entropies of stored actions: ``categorical_logp_entropy``,
+``gaussian_logp_entropy``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastppo import _dispatch
+from fastppo._checks import as_array, fail
+from fastppo.kernels import sampling as _k
+from fastppo.sampling._common import (
+    _F32,
+    _F64,
+    _canon,
+    _flag,
+    _logits2d,
+    _mask2d,
+    _offs1,
+)
+from fastppo.sampling.categorical import _bad_categorical
+
+
+def categorical_logp_entropy(
+    logits: Any, actions: Any, mask: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Log-probability of stored actions and entropy of the (masked) categorical.
+
+    Parameters
+    ----------
+    logits : float32 or float64 array [N, A]
+    actions : integer array [N]
+        Actions taken, each in ``[0, A)`` and allowed.
+    mask : bool or uint8 array [N, A], optional
+
+    Returns
+    -------
+    logp, entropy : arrays [N] of the logits' dtype
+        ``logp = l_a - logsumexp(l)`` and ``H = -sum_j p_j log p_j`` over the
+        allowed actions (masked or ``-inf`` logits contribute 0, never NaN),
+        computed in float64.
+    """
+    fn = "categorical_logp_entropy"
+    x = _logits2d(fn, "logits", logits)
+    n, a = x.shape
+    act = actions if type(actions) is np.ndarray else as_array(fn, "actions", actions)
+    if act.dtype.kind not in "iu":
+        fail(
+            fn,
+            "actions",
+            "an integer array",
+            f"dtype {act.dtype}",
+            "use .astype(np.int64)",
+            TypeError,
+        )
+    if act.shape != (n,):
+        fail(fn, "actions", f"shape ({n},)", f"shape {act.shape}")
+    act = np.ascontiguousarray(act, dtype=np.int64)
+    m = None if mask is None else _mask2d(fn, mask, x.shape)
+    logp = np.empty(n, dtype=x.dtype)
+    ent = np.empty(n, dtype=x.dtype)
+    kern = (
+        _k.categorical_logp_entropy_parallel
+        if n * a >= _dispatch.PARALLEL_MIN_LOGITS
+        else _k.categorical_logp_entropy_serial
+    )
+    x, mk = _canon(x, m)
+    st = kern(x, mk, m is not None, act, logp, ent)
+    if st >= 0:
+        a_i = int(act[st])
+        if not 0 <= a_i < a:
+            fail(fn, "actions", f"in [0, {a})", f"{a_i} at env {st}")
+        r = np.asarray(x[st], dtype=np.float64)
+        if np.isnan(r).any() or (r == np.inf).any():
+            _bad_categorical(fn, x, m, _offs1(a), st, 0)
+        fail(fn, "actions", "allowed by the mask and of finite logit", f"action {a_i} at env {st}")
+    return logp, ent
+
+
+def gaussian_logp_entropy(
+    mean: Any, log_std: Any, actions: Any, squash: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Log-density of stored actions and entropy of the diagonal Gaussian.
+
+    Parameters
+    ----------
+    mean : float32 or float64 array [N, A]
+    log_std : array [N, A] or [A], same dtype
+    actions : float32 or float64 array [N, A]
+        With ``squash``, values in [-1, 1]; ``u = atanh(a)`` with ``a`` clipped
+        to ``+-(1 - 2**-24)`` (float32 ``tanh`` saturates at 1 for ``|u| > 9``,
+        so the exact pre-image is lost there).
+    squash : bool, default False
+
+    Returns
+    -------
+    logp : [N], the mean's dtype
+        As :func:`sample_gaussian` computes it.
+    entropy : [N], the mean's dtype
+        ``sum_j (log_std_j + (1 + log 2 pi) / 2)``: the entropy of the
+        Gaussian before squashing. The squashed entropy has no closed form;
+        like Stable-Baselines3's SAC/PPO (which return None and fall back to
+        ``-logp``) we do not estimate it, and this pre-squash value is the
+        usual bonus term.
+    """
+    fn = "gaussian_logp_entropy"
+    mu = _logits2d(fn, "mean", mean)
+    n, a_dim = mu.shape
+    ls = as_array(fn, "log_std", log_std)
+    if ls.dtype != mu.dtype:
+        fail(
+            fn,
+            "log_std",
+            f"{mu.dtype} like mean",
+            f"dtype {ls.dtype}",
+            f"use .astype(np.{mu.dtype})",
+            TypeError,
+        )
+    if ls.shape == (a_dim,):
+        ls2 = ls.reshape(1, a_dim)
+    elif ls.shape == mu.shape:
+        ls2 = ls
+    else:
+        fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
+    act = as_array(fn, "actions", actions)
+    if act.dtype != _F32 and act.dtype != _F64:
+        fail(
+            fn,
+            "actions",
+            "float32 or float64",
+            f"dtype {act.dtype}",
+            "use .astype(np.float32)",
+            TypeError,
+        )
+    if act.shape != mu.shape:
+        fail(fn, "actions", f"shape {mu.shape}", f"shape {act.shape}")
+    sq = _flag(fn, "squash", squash)
+    for name, arr in (("mean", mu), ("log_std", ls2), ("actions", act)):
+        fin = np.isfinite(arr)
+        if not fin.all():
+            idx = np.argwhere(~fin)[0]
+            fail(
+                fn,
+                name,
+                "finite",
+                f"{arr[tuple(idx)]!r} at env {int(idx[0])}"
+                if arr.ndim == 2 and arr.shape[0] == n
+                else f"{arr[tuple(idx)]!r} at index {tuple(int(i) for i in idx)}",
+            )
+    if sq and ((act < -1) | (act > 1)).any():
+        idx = np.argwhere((act < -1) | (act > 1))[0]
+        fail(
+            fn,
+            "actions",
+            "in [-1, 1] with squash=True",
+            f"{act[tuple(idx)]!r} at env {int(idx[0])}",
+        )
+    act = np.ascontiguousarray(act, dtype=mu.dtype)
+    logp = np.empty(n, dtype=mu.dtype)
+    ent = np.empty(n, dtype=mu.dtype)
+    kern = (
+        _k.gaussian_logp_entropy_parallel
+        if n * a_dim >= _dispatch.PARALLEL_MIN_LOGITS
+        else _k.gaussian_logp_entropy_serial
+    )
+    kern(mu, np.ascontiguousarray(ls2), ls2.shape[0] == 1 and n != 1, act, sq, logp, ent)
+    return logp, ent
