@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from fastppo.kernels.checks import all_finite_1d
+from fastppo import _dispatch
+from fastppo.kernels import checks as _kc
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAG_KINDS = "bu"  # bool, unsigned ints (uint8); floats are checked separately
@@ -210,6 +211,13 @@ def check_range(
 
 def check_positive(fn: str, name: str, value: Any) -> float:
     return check_range(fn, name, value, 0.0, float("inf"), lo_open=True)
+
+
+def all_finite_1d(x: np.ndarray) -> bool:
+    """True when every element of the 1-D float array ``x`` is finite (one compiled pass)."""
+    if x.shape[0] >= _dispatch.PARALLEL_MIN_ELEMENTS:
+        return bool(_kc.all_finite_parallel(x))
+    return bool(_kc.all_finite_serial(x))
 
 
 def check_finite(fn: str, name: str, a: np.ndarray) -> None:

@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from fastppo import _dispatch
 from fastppo._checks import as_array, fail
-from fastppo.kernels.codec import decode_half, encode_half
+from fastppo.kernels import codec as _kcodec
 
 if sys.byteorder != "little":  # pragma: no cover - no big-endian CI
     raise ImportError("fastppo.codec: zero-copy decoding assumes a little-endian host")
@@ -139,6 +140,20 @@ def typed_view(fn: str, name: str, buf: Any, dtype: str, count: int, what: str) 
     if not arr.flags.aligned:
         arr = arr.copy()
     return arr
+
+
+def _pick(pair: tuple[Any, Any], n: int) -> Any:
+    return pair[1] if n >= _dispatch.PARALLEL_MIN_ELEMENTS else pair[0]
+
+
+def decode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:
+    """uint16 bit patterns [n] -> float32 [n] (float16, or bfloat16 when ``bf16``)."""
+    _pick(_kcodec._decode_bf16 if bf16 else _kcodec._decode_f16, src.shape[0])(src, out)
+
+
+def encode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:
+    """float32/float64 [n] -> uint16 bit patterns [n], round to nearest even."""
+    _pick(_kcodec._encode_bf16 if bf16 else _kcodec._encode_f16, src.shape[0])(src, out)
 
 
 def _shape(fn: str, shape: Any) -> tuple[int, ...]:

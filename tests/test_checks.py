@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fastppo import _checks as C
+from fastppo._checks import all_finite_1d
 from fastppo._dispatch import PARALLEL_MIN_ELEMENTS
-from fastppo.kernels.checks import all_finite_1d
 
 
 @pytest.mark.parametrize("n", [1, 100, PARALLEL_MIN_ELEMENTS + 3])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fastppo import codec
-from fastppo.kernels.codec import decode_half, encode_half
+from fastppo.codec import decode_half, encode_half
 from fastppo.reference import codec as rcodec
 
 ALL16 = np.arange(65536, dtype=np.uint16)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numba
-import numpy as np
 
-from fastppo import _dispatch
 from fastppo._jit import kernel_pair
 
 
@@ -20,11 +18,4 @@ def _all_finite(x):  # pragma: no cover - compiled
     return bad == 0
 
 
-_all_finite_serial, _all_finite_parallel = _all_finite
-
-
-def all_finite_1d(x: np.ndarray) -> bool:
-    """True when every element of the 1-D float array ``x`` is finite."""
-    if x.shape[0] >= _dispatch.PARALLEL_MIN_ELEMENTS:
-        return bool(_all_finite_parallel(x))
-    return bool(_all_finite_serial(x))
+all_finite_serial, all_finite_parallel = _all_finite

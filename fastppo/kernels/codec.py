@@ -20,12 +20,9 @@ bfloat16 8             7              127
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba
 import numpy as np
 
-from fastppo import _dispatch
 from fastppo._jit import inline, kernel_pair
 
 _U16 = np.uint16
@@ -127,17 +124,3 @@ def _encode_f16(src, out):  # pragma: no cover - compiled
 def _encode_bf16(src, out):  # pragma: no cover - compiled
     for i in numba.prange(src.shape[0]):
         out[i] = f32_to_bf16_bits(src[i])
-
-
-def _pick(pair: tuple, n: int) -> Any:
-    return pair[1] if n >= _dispatch.PARALLEL_MIN_ELEMENTS else pair[0]
-
-
-def decode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:
-    """uint16 bit patterns [n] -> float32 [n] (float16, or bfloat16 when ``bf16``)."""
-    _pick(_decode_bf16 if bf16 else _decode_f16, src.shape[0])(src, out)
-
-
-def encode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:
-    """float32/float64 [n] -> uint16 bit patterns [n], round to nearest even."""
-    _pick(_encode_bf16 if bf16 else _encode_f16, src.shape[0])(src, out)
