@@ -187,7 +187,8 @@ def train_main(
             progress.set_postfix(
                 {"return(last 20)": f"{trainer.recent_return():.1f}"}, refresh=False
             )
-            progress.update(rec["global_step"] - progress.n)
+            # the last rollout may overshoot the target: the bar stops at it
+            progress.update(min(rec["global_step"], steps) - progress.n)
 
         try:
             trainer.learn(steps, callback=on_update)
