@@ -104,6 +104,33 @@ def _logits2d(fn: str, name: str, x: Any) -> np.ndarray:
     return a
 
 
+def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean [N, A], log_std [1 or N, A])``: C-contiguous, one float dtype.
+
+    ``log_std`` is state-independent ``[A]`` (returned as ``[1, A]``) or per-env
+    ``[N, A]``, and must have ``mean``'s dtype.
+    """
+    mu = _logits2d(fn, "mean", mean)
+    a_dim = mu.shape[1]
+    ls = log_std if type(log_std) is np.ndarray else as_array(fn, "log_std", log_std)
+    if ls.dtype != mu.dtype:
+        fail(
+            fn,
+            "log_std",
+            f"{mu.dtype} like mean",
+            f"dtype {ls.dtype}",
+            f"use .astype(np.{mu.dtype})",
+            TypeError,
+        )
+    if ls.shape == (a_dim,):
+        ls2 = ls.reshape(1, a_dim)
+    elif ls.shape == mu.shape:
+        ls2 = ls
+    else:
+        fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
+    return mu, ls2 if ls2.flags.c_contiguous else np.ascontiguousarray(ls2)
+
+
 def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A uint8 view of a bool/uint8/int8 mask of ``shape`` (nonzero = allowed)."""
     m = mask if type(mask) is np.ndarray else as_array(fn, "mask", mask)

@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 
 from fastppo import _dispatch
-from fastppo._checks import as_array, fail
+from fastppo._checks import fail
 from fastppo.kernels import sampling as _k
 from fastppo.sampling._common import (
     _F32,
     _flag,
-    _logits2d,
     _outs,
     _ro,
+    gaussian_params,
     stream,
 )
 
@@ -79,26 +79,8 @@ def sample_gaussian(
     Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
     """
     fn = "sample_gaussian"
-    mu = _logits2d(fn, "mean", mean)
+    mu, ls2 = gaussian_params(fn, mean, log_std)
     n, a_dim = mu.shape
-    ls = log_std if type(log_std) is np.ndarray else as_array(fn, "log_std", log_std)
-    if ls.dtype != mu.dtype:
-        fail(
-            fn,
-            "log_std",
-            f"{mu.dtype} like mean",
-            f"dtype {ls.dtype}",
-            f"use .astype(np.{mu.dtype})",
-            TypeError,
-        )
-    if ls.shape == (a_dim,):
-        ls2 = ls.reshape(1, a_dim)
-    elif ls.shape == mu.shape:
-        ls2 = ls
-    else:
-        fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
-    if not ls2.flags.c_contiguous:
-        ls2 = np.ascontiguousarray(ls2)
     sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
     sq = _flag(fn, "squash", squash)
     if out is None:

@@ -18,6 +18,7 @@ from fastppo.sampling._common import (
     _logits2d,
     _mask2d,
     _offs1,
+    gaussian_params,
 )
 from fastppo.sampling.categorical import _bad_categorical
 
@@ -105,24 +106,8 @@ def gaussian_logp_entropy(
         usual bonus term.
     """
     fn = "gaussian_logp_entropy"
-    mu = _logits2d(fn, "mean", mean)
+    mu, ls2 = gaussian_params(fn, mean, log_std)
     n, a_dim = mu.shape
-    ls = as_array(fn, "log_std", log_std)
-    if ls.dtype != mu.dtype:
-        fail(
-            fn,
-            "log_std",
-            f"{mu.dtype} like mean",
-            f"dtype {ls.dtype}",
-            f"use .astype(np.{mu.dtype})",
-            TypeError,
-        )
-    if ls.shape == (a_dim,):
-        ls2 = ls.reshape(1, a_dim)
-    elif ls.shape == mu.shape:
-        ls2 = ls
-    else:
-        fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
     act = as_array(fn, "actions", actions)
     if act.dtype != _F32 and act.dtype != _F64:
         fail(
