@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from fastppo._jit import FASTMATH_SAFE, inline, kernel
-from fastppo.kernels.squash import log_det, unsquash
+from fastppo.kernels.squash import unsquash
 
 ACT_TANH = 0
 ACT_RELU = 1
@@ -284,9 +284,9 @@ def head_row(
     ``dlogp/dz_i = [i = a] - p_i``; ``H = -sum p log p``, ``dH/dz_i = -p_i (log p_i + H)``.
     Gaussian: ``logp = sum_d -z_d^2/2 - s_d - log(2 pi)/2`` with ``z = (a - mu)/sigma``,
     ``dlogp/dmu = z / sigma``, ``dlogp/ds = z^2 - 1``; ``H = sum_d s_d + (1 + log 2 pi)/2``.
-    Squashed: the Gaussian term at ``u = atanh(a)`` minus ``log(1 - tanh(u)^2)``, written
-    stably as ``2 (log 2 - u - softplus(-2u))``; the correction does not depend on the
-    parameters. Its entropy is reported as the pre-squash Gaussian entropy (the squashed
+    Squashed: the Gaussian term at ``u = atanh(a)`` minus ``log(1 - tanh(u)^2)``
+    (``kernels.squash.unsquash``); the correction does not depend on the parameters.
+    Its entropy is reported as the pre-squash Gaussian entropy (the squashed
     one has no closed form), as in common PPO implementations.
     """
     logp = 0.0
@@ -326,11 +326,11 @@ def head_row(
             s = min(max(raw, ls_lo), ls_hi)
             sigma = math.exp(s)
             a = act_f[r, d]
-            u = unsquash(a) if head == HEAD_SQUASHED else a
+            u, ld = unsquash(a) if head == HEAD_SQUASHED else (a, 0.0)
             z = (u - out[o + d]) / sigma
             logp += -0.5 * z * z - s - _HALF_LOG_2PI
             if head == HEAD_SQUASHED:
-                logp -= log_det(u)
+                logp -= ld
             ent += s + 0.5 + _HALF_LOG_2PI
             if want_grad:
                 dz[dz_off + d] = g_logp * z / sigma

@@ -62,7 +62,7 @@ import numpy as np
 from fastppo._jit import inline, kernel, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import box_muller32, env_block, log32, normal_words, uniform53
-from fastppo.kernels.squash import log_det, unsquash
+from fastppo.kernels.squash import unsquash
 
 # Storage kinds of the logits / parameters.
 KIND_F32 = 0
@@ -856,9 +856,9 @@ def _gaussian_task(
                         # gaussian_logp_entropy and the MLP head evaluate it
                         a = np.float32(math.tanh(u))
                         act[ii, j] = a
-                        u = unsquash(np.float64(a))
-                        zj = (u - mu) * math.exp(-ls)
-                        lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI - log_det(u)
+                        u, ld = unsquash(np.float64(a))
+                        zj = (u - mu) / sd
+                        lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI - ld
                     else:
                         act[ii, j] = u
                         lacc[i] += -0.5 * zj * zj - ls - _HALF_LOG_2PI
@@ -944,12 +944,11 @@ def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  #
         for j in range(a_dim):
             ls = np.float64(log_std[il, j])
             a = float(act[i, j])
+            ld = 0.0
             if squash:
-                a = unsquash(a)
+                a, ld = unsquash(a)
             z = (a - mean[i, j]) * math.exp(-ls)
-            lp = -0.5 * z * z - ls - _HALF_LOG_2PI
-            if squash:
-                lp -= log_det(a)
+            lp = -0.5 * z * z - ls - _HALF_LOG_2PI - ld
             total += lp
             h += ls + 0.5 + _HALF_LOG_2PI
         logp[i] = total

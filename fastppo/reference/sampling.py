@@ -192,13 +192,13 @@ def gaussian_logp_entropy(
     mean = mean.astype(np.float64)
     ls = np.broadcast_to(np.asarray(log_std, dtype=np.float64), mean.shape)
     a = actions.astype(np.float64)
+    log_det = np.zeros_like(a)
     if squash:
         lim = 1.0 - 2.0**-24
-        a = np.arctanh(np.clip(a, -lim, lim))
+        a = np.clip(a, -lim, lim)
+        log_det = np.log(1.0 - a * a)  # log(1 - tanh(u)^2) at u = atanh(a)
+        a = np.arctanh(a)
     z = (a - mean) / np.exp(ls)
-    lp = -0.5 * z * z - ls - HALF_LOG_2PI
-    if squash:
-        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
-        lp -= 2.0 * (LOG2 - a - np.logaddexp(0.0, -2.0 * a))
+    lp = -0.5 * z * z - ls - HALF_LOG_2PI - log_det
     ent = ls + 0.5 + HALF_LOG_2PI
     return lp.sum(axis=1), ent.sum(axis=1)
