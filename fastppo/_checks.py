@@ -232,8 +232,15 @@ def check_finite(fn: str, name: str, a: np.ndarray) -> None:
         fail(fn, name, "finite", f"{a[tuple(bad)].item()!r} at index {where}")
 
 
-def check_out(fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A writeable output buffer of exactly ``shape`` and ``dtype``."""
+def check_out(
+    fn: str,
+    name: str,
+    out: Any,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    contiguous: bool = False,
+) -> np.ndarray:
+    """A writeable output buffer of exactly ``shape`` and ``dtype`` (C-contiguous if asked)."""
     o = as_array(fn, name, out)
     if o.dtype != dtype:
         fail(fn, name, f"dtype {dtype}", f"dtype {o.dtype}", exc=TypeError)
@@ -241,17 +248,20 @@ def check_out(fn: str, name: str, out: Any, shape: tuple[int, ...], dtype: np.dt
         fail(fn, name, f"shape {shape}", f"shape {o.shape}")
     if not o.flags.writeable:
         fail(fn, name, "writeable", "a read-only array")
+    if contiguous and not o.flags.c_contiguous:
+        fail(fn, name, "C-contiguous", "a strided array")
     return o
 
 
 def check_out_pair(
     fn: str,
     out: Any,
-    shape: tuple[int, ...],
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
     dtypes: tuple[np.dtype, np.dtype],
     names: tuple[str, str],
+    contiguous: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate ``out=(first, second)``; the two must not overlap each other."""
+    """Validate ``out=(first, second)`` (see :func:`check_out`); the two must not overlap."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         fail(
             fn,
@@ -260,14 +270,16 @@ def check_out_pair(
             describe(out),
             exc=TypeError,
         )
-    a = check_out(fn, f"out[0] ({names[0]})", out[0], shape, dtypes[0])
-    b = check_out(fn, f"out[1] ({names[1]})", out[1], shape, dtypes[1])
+    a = check_out(fn, f"out[0] ({names[0]})", out[0], shapes[0], dtypes[0], contiguous)
+    b = check_out(fn, f"out[1] ({names[1]})", out[1], shapes[1], dtypes[1], contiguous)
     if np.may_share_memory(a, b):
         fail(fn, "out", "two non-overlapping arrays", "arrays that share memory")
     return a, b
 
 
-def check_no_overlap(fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, np.ndarray]) -> None:
+def check_no_overlap(
+    fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, np.ndarray | None]
+) -> None:
     """Outputs must not alias inputs: the kernels never modify their inputs."""
     for o in outs:
         for name, a in inputs.items():

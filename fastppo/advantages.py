@@ -197,7 +197,7 @@ class _Sweep:
             o = C.check_out(fn, "out", out, shape, dt)
             outs: tuple[np.ndarray, ...] = (o,)
         else:
-            outs = C.check_out_pair(fn, out, shape, (dt, dt), (names[0], names[1]))
+            outs = C.check_out_pair(fn, out, (shape, shape), (dt, dt), (names[0], names[1]))
         C.check_no_overlap(fn, outs, inputs)
         return outs
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from fastppo import _dispatch
-from fastppo._checks import as_array, describe, fail
+from fastppo._checks import as_array, check_no_overlap, check_out_pair, fail
 from fastppo._fastpath import CATEGORICAL
 from fastppo._fastpath import fast as _fast
 
@@ -154,39 +154,11 @@ def _outs(
     names: tuple[str, str],
     inputs: dict[str, np.ndarray | None],
 ) -> tuple[np.ndarray, np.ndarray]:
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        fail(
-            fn,
-            "out",
-            f"a tuple ({names[0]}, {names[1]}) of two arrays",
-            describe(out),
-            exc=TypeError,
-        )
-    res = []
-    for k in range(2):
-        o = as_array(fn, f"out[{k}] ({names[k]})", out[k])
-        if o.dtype != dtypes[k]:
-            fail(
-                fn,
-                f"out[{k}] ({names[k]})",
-                f"dtype {dtypes[k]}",
-                f"dtype {o.dtype}",
-                exc=TypeError,
-            )
-        if o.shape != shapes[k]:
-            fail(fn, f"out[{k}] ({names[k]})", f"shape {shapes[k]}", f"shape {o.shape}")
-        if not o.flags.writeable:
-            fail(fn, f"out[{k}] ({names[k]})", "writeable", "a read-only array")
-        if not o.flags.c_contiguous:
-            fail(fn, f"out[{k}] ({names[k]})", "C-contiguous", "a strided array")
-        res.append(o)
-    if np.may_share_memory(res[0], res[1]):
-        fail(fn, "out", "two non-overlapping arrays", "arrays that share memory")
-    for o in res:
-        for name, a in inputs.items():
-            if a is not None and np.may_share_memory(o, a):
-                fail(fn, "out", f"not to overlap the input {name!r}", "a buffer that shares memory")
-    return res[0], res[1]
+    """``out=(first, second)`` checked by the house rules: dtype, shape, writeable,
+    C-contiguous (the kernels write flat rows), no overlap with each other or an input."""
+    pair = check_out_pair(fn, out, shapes, dtypes, names, contiguous=True)
+    check_no_overlap(fn, pair, inputs)
+    return pair
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
