@@ -32,7 +32,6 @@ _P = [
 ]
 _LO = _f32(-87.0)
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-LOG2 = math.log(2.0)
 
 
 def exp32(x: np.ndarray) -> np.ndarray:
