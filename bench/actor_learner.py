@@ -39,7 +39,7 @@ from fastppo.actor_learner import ActorLearnerConfig, run
 from fastppo.ppo.config import PPOConfig
 
 
-@kernel
+@kernel("f8(i8, f8)")
 def _spin(n: int, x: float) -> float:  # pragma: no cover - compiled
     # a dependent chain the compiler cannot fold away: ~1 ns per iteration
     for _ in range(n):

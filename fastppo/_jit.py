@@ -13,7 +13,14 @@ whole package shares one policy:
 * ``boundscheck`` is not set here, so ``NUMBA_BOUNDSCHECK=1`` in the
   environment turns it on for a CI pass;
 * the disk cache is keyed by the kernel's file and every fastppo file it
-  imports, not only the function's own file (see :func:`_stamp`).
+  imports, not only the function's own file (see :func:`_stamp`);
+* every kernel declares its signatures (:func:`kernel`), one variant per
+  float dtype: read-only C-contiguous inputs, writable outputs, plain
+  int64/float64/bool scalars. A call (from Python or from another kernel)
+  with writable, read-only, literal or numpy-scalar arguments runs the
+  declared variant its arguments convert to, compiled on first use; nothing
+  else is ever compiled, so a process pays for the dtypes it uses and the
+  compile budget is the declaration (``tests/test_variant_budget.py``).
 
 A bare ``numba.njit`` anywhere else in the package is a defect.
 """
@@ -29,6 +36,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
+from numba import types as nt
+from numba.core.compiler_lock import global_compiler_lock
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,17 +111,156 @@ def _stamp(compiled: Any) -> Any:
     return compiled
 
 
-def kernel(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
-    """Compile ``fn`` as a serial, GIL-free, cached kernel.
+# Signature vocabulary. A declaration is a string such as
+# ``"i8(F_2, F_1, u1_2, i8, f8, F_2w)"`` evaluated once per variant:
+#   results   void, a scalar, or Tup(i8, f8) for a tuple;
+#   scalars   i8 int64, i4 int32, u8/u4/u2/u1 uint64..uint8, f8 float64,
+#             f4 float32, b1 bool, and the variant's own names: F its float
+#             dtype, S its storage dtype, L a log-prob dtype (see the users);
+#   arrays    <code>_<ndim>: read-only C-contiguous, <code>_<ndim>w: writable,
+#             for every scalar code (F_2 = F[:, ::1], read-only).
+# Read-only is the input contract: a writable array converts to it for free,
+# so one variant serves both (Numba would otherwise compile one per flag).
+_SCALARS = {
+    "i8": nt.int64,
+    "u8": nt.uint64,
+    "i4": nt.int32,
+    "f8": nt.float64,
+    "f4": nt.float32,
+    "b1": nt.boolean,
+    "u1": nt.uint8,
+    "u2": nt.uint16,
+    "u4": nt.uint32,
+}
 
-    Usable as ``@kernel`` or ``@kernel(fastmath=FASTMATH_SAFE)``.
+#: One variant per float dtype: what nearly every kernel declares.
+FLOATS: tuple[dict[str, Any], ...] = ({"F": nt.float32}, {"F": nt.float64})
+#: Samplers read their inputs in storage form: float32, float64, or the uint16
+#: bits of float16/bfloat16; F is the working precision (float32 for half types).
+STORAGE: tuple[dict[str, Any], ...] = (
+    {"S": nt.float32, "F": nt.float32},
+    {"S": nt.float64, "F": nt.float64},
+    {"S": nt.uint16, "F": nt.float32},
+)
+
+
+def _namespace(variant: dict[str, Any]) -> dict[str, Any]:
+    base = dict(_SCALARS, **variant)
+    ns: dict[str, Any] = dict(base, void=nt.void, Tup=lambda *ts: nt.Tuple(ts))
+    for code, dt in base.items():
+        for nd in (1, 2):
+            ns[f"{code}_{nd}"] = nt.Array(dt, nd, "C", readonly=True)
+            ns[f"{code}_{nd}w"] = nt.Array(dt, nd, "C")
+    return ns
+
+
+def signatures(decl: str | tuple[str, ...], variants: tuple[dict[str, Any], ...]) -> list[Any]:
+    """The Numba signatures a declaration stands for, one per distinct variant."""
+    decls = (decl,) if isinstance(decl, str) else decl
+    out: list[Any] = []
+    for d in decls:
+        for v in variants:
+            sig = eval(d, {"__builtins__": {}}, _namespace(v))  # declarations are our own literals
+            if sig not in out:
+                out.append(sig)
+    return out
+
+
+#: Every declared dispatcher, for ``warmup`` and the variant-budget test.
+REGISTRY: list[Any] = []
+
+
+def _declare(disp: Any, sigs: list[Any]) -> Any:
+    """Restrict ``disp`` to ``sigs``, each compiled (or loaded) on first use.
+
+    Numba compiles a new variant for every distinct argument type tuple it
+    meets (a read-only flag, a literal, a numpy scalar). Here compilation is
+    disabled and the two hooks Numba calls when no compiled variant matches
+    are pointed at the declaration: a call from Python
+    (``_search_new_conversions``) and the typing of a call from another
+    kernel (``get_call_template``) compile the first declared signature the
+    arguments convert to, then let Numba's own overload resolution pick it.
+    Arguments that convert to no declared signature raise Numba's
+    ``TypeError`` ("No matching definition").
     """
+    tctx = disp.typingctx
+    original = disp.get_call_template
+
+    def pick(args: Any) -> Any:
+        for sig in sigs:
+            if len(sig.args) == len(args) and all(
+                tctx.can_convert(a, b) is not None for a, b in zip(args, sig.args)
+            ):
+                _compile(disp, sig)
+                return sig
+        return None
+
+    def search_new_conversions(*values: Any, **kws: Any) -> bool:
+        args = [disp.typeof_pyval(v) for v in values]
+        sig = pick(args)
+        return sig is not None and bool(tctx.install_possible_conversions(args, sig.args))
+
+    def get_call_template(args: Any, kws: Any) -> Any:
+        pick(args)
+        return original(args, kws)
+
+    def compile_for_args(*values: Any, **kws: Any) -> Any:
+        # Reached only while another thread holds compilation open in
+        # _compile: run the declared variant the arguments convert to.
+        sig = pick([disp.typeof_pyval(v) for v in values])
+        if sig is None:
+            return disp._explain_matching_error(*values)
+        return disp.overloads[tuple(sig.args)].entry_point
+
+    disp._search_new_conversions = search_new_conversions
+    disp.get_call_template = get_call_template
+    disp._compile_for_args = compile_for_args
+    disp._can_compile = False
+    disp.declared = tuple(sigs)
+    REGISTRY.append(disp)
+    return disp
+
+
+def _compile(disp: Any, sig: Any) -> None:
+    """Compile (or load from the cache) the declared ``sig`` of ``disp``.
+
+    Compilation is opened only inside Numba's global compiler lock, so no
+    other thread can compile an undeclared variant meanwhile.
+    """
+    if tuple(sig.args) in disp.overloads:
+        return
+    with global_compiler_lock:
+        disp._can_compile = True
+        try:
+            disp.compile(sig)
+        finally:
+            disp._can_compile = False
+
+
+def compile_declared(disp: Any) -> None:
+    """Compile (or load from the cache) every declared variant of ``disp``."""
+    for sig in disp.declared:
+        _compile(disp, sig)
+
+
+def kernel(
+    sig: str | tuple[str, ...],
+    *,
+    variants: tuple[dict[str, Any], ...] = FLOATS,
+    fastmath: bool | frozenset[str] = False,
+) -> Callable[[F], F]:
+    """Compile the decorated function as a serial, GIL-free, cached kernel of
+    declared signature(s) ``sig`` (see the vocabulary above), one per variant.
+
+    ``@kernel("i8(F_2, F_1w)")``.
+    """
+    sigs = signatures(sig, variants)
 
     def wrap(f: F) -> F:
         opts = dict(_BASE, fastmath=_fm(fastmath))
-        return cast(F, _stamp(numba.njit(**opts)(f)))
+        return cast(F, _declare(_stamp(numba.njit(**opts)(f)), sigs))
 
-    return wrap(fn) if fn is not None else wrap
+    return wrap
 
 
 def inline(fn: F) -> F:
@@ -120,25 +268,34 @@ def inline(fn: F) -> F:
     return cast(F, _stamp(numba.njit(nogil=True, cache=True, inline="always")(fn)))
 
 
-def kernel_pair(fn: F | None = None, *, fastmath: bool | frozenset[str] = False) -> Any:
-    """Compile ``fn`` twice: serial and ``parallel=True``.
+def kernel_pair(
+    sig: str | tuple[str, ...],
+    *,
+    variants: tuple[dict[str, Any], ...] = FLOATS,
+    fastmath: bool | frozenset[str] = False,
+) -> Callable[[F], tuple[F, F]]:
+    """Compile the decorated function twice: serial and ``parallel=True``,
+    both of declared signature(s) ``sig`` (as :func:`kernel`).
 
-    ``fn`` uses ``numba.prange`` over an independent axis; in the serial build
-    ``prange`` is a plain ``range``. Both builds run the same per-element
+    The function uses ``numba.prange`` over an independent axis; in the serial
+    build ``prange`` is a plain ``range``. Both builds run the same per-element
     arithmetic in the same order along the dependent axis, so their results are
     bit-identical; the public layer picks one by input size, because starting a
     parallel region costs microseconds.
 
     Returns ``(serial, parallel)``.
     """
+    sigs = signatures(sig, variants)
 
     def wrap(f: F) -> tuple[F, F]:
         opts = dict(_BASE, fastmath=_fm(fastmath))
-        serial = _stamp(numba.njit(**opts)(f))
-        parallel = _stamp(numba.njit(parallel=True, **opts)(_renamed(f, "__parallel")))
+        serial = _declare(_stamp(numba.njit(**opts)(f)), sigs)
+        parallel = _declare(
+            _stamp(numba.njit(parallel=True, **opts)(_renamed(f, "__parallel"))), sigs
+        )
         return serial, parallel
 
-    return wrap(fn) if fn is not None else wrap
+    return wrap
 
 
 def _renamed(f: Any, suffix: str) -> Any:

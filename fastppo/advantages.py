@@ -309,6 +309,7 @@ def _gae_general(
     )
     par, block = s.block(memory_bound=True)
     kern = K.gae_kernel[1] if par else K.gae_kernel[0]
+    k_adv, k_ret = _as_2d_out(adv), _as_2d_out(ret)
     code = kern(
         s.r,
         v2,
@@ -321,13 +322,15 @@ def _gae_general(
         g,
         g * lam,
         block,
-        _as_2d_out(adv),
-        _as_2d_out(ret),
+        k_adv,
+        k_ret,
     )
     if code:
         s.raise_status(
             fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
         )
+    _copy_back(adv, k_adv)
+    _copy_back(ret, k_ret)
     return adv, ret
 
 
@@ -401,6 +404,12 @@ def vtrace(
         a = C.float_array(fn, name, x)
         C.check_shape(fn, name, a, s.shape)
         logps[name] = _as_2d(a)
+    # The compiled variants (K.SWEEPS) take both log-probs in one dtype: float32
+    # only when both are; a float32 one is widened exactly otherwise.
+    if any(a.dtype != np.float32 for a in logps.values()) or s.dt != np.float32:
+        for name, a in logps.items():
+            if a.dtype != np.float64:
+                logps[name] = a.astype(np.float64)
     g, lam_ = _gamma_lambda(fn, gamma, lam, "lam")
     rb = C.check_positive(fn, "rho_bar", rho_bar)
     cb = C.check_positive(fn, "c_bar", c_bar)
@@ -410,6 +419,7 @@ def vtrace(
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays)
     par, block = s.block(memory_bound=False)
     kern = K.vtrace_kernel[1] if par else K.vtrace_kernel[0]
+    k_vs, k_pg = _as_2d_out(vs), _as_2d_out(pg)
     code = kern(
         logps["behavior_logp"],
         logps["target_logp"],
@@ -427,11 +437,13 @@ def vtrace(
         cb,
         pb,
         block,
-        _as_2d_out(vs),
-        _as_2d_out(pg),
+        k_vs,
+        k_pg,
     )
     if code:
         s.raise_status(fn, code, {**arrays, "final_values": s.fv})
+    _copy_back(vs, k_vs)
+    _copy_back(pg, k_pg)
     return vs, pg
 
 
@@ -471,6 +483,7 @@ def discounted_returns(
     (ret,) = s.outputs(fn, out, ("returns",), {"rewards": s.r, "last_values": s.last})
     par, block = s.block(memory_bound=True)
     kern = K.discounted_returns_kernel[1] if par else K.discounted_returns_kernel[0]
+    k_ret = _as_2d_out(ret)
     code = kern(
         s.r,
         s.last,
@@ -481,10 +494,11 @@ def discounted_returns(
         s.options,
         g,
         block,
-        _as_2d_out(ret),
+        k_ret,
     )
     if code:
         s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
+    _copy_back(ret, k_ret)
     return ret
 
 
@@ -522,27 +536,15 @@ def next_step_valid(
 
 
 def _as_2d_out(a: np.ndarray) -> np.ndarray:
-    """2-D view of an output buffer; never a copy (writes must land in ``a``)."""
-    return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
+    """The 2-D C-contiguous buffer a kernel writes for output ``a``: a view of
+    ``a``, or (``a`` strided) scratch that :func:`_copy_back` copies into it
+    once the sweep succeeded -- the kernels have one compiled variant, for
+    C-contiguous outputs."""
+    if a.flags.c_contiguous:
+        return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
+    return np.empty((a.shape[0], a.shape[1] if a.ndim == 2 else 1), a.dtype)
 
 
-def _warmup() -> None:
-    """Compile the serial and parallel builds for float32 and float64."""
-    rng = np.random.default_rng(0)
-    n_par = 4 * _BLOCK_ALIGN
-    for dt in (np.float32, np.float64):
-        for T, N in ((4, 3), (_dispatch.PARALLEL_MIN_ELEMENTS // n_par, n_par)):
-            r = rng.standard_normal((T, N)).astype(dt)
-            v = rng.standard_normal((T, N)).astype(dt)
-            term = rng.random((T, N)) < 0.05
-            trunc = rng.random((T, N)) < 0.05
-            lv = v[0].copy()
-            valid = next_step_valid(term, trunc)
-            gae(r, v, lv, term)
-            gae(r, v, lv, term, trunc, valid=valid)
-            gae(r, v, lv, term, trunc, final_values=v)
-            vtrace(v, v, r, v, lv, term)
-            vtrace(v, v, r, v, lv, term, trunc, valid=valid)
-            vtrace(v, v, r, v, lv, term, trunc, final_values=v)
-            discounted_returns(r, lv, term)
-            discounted_returns(r, lv, term, trunc, final_values=v, valid=valid)
+def _copy_back(a: np.ndarray, k: np.ndarray) -> None:
+    if not a.flags.c_contiguous:
+        np.copyto(a, k.reshape(a.shape))

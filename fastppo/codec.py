@@ -346,13 +346,3 @@ def encode(array: Any, dtype: str) -> bytes:
         with np.errstate(invalid="ignore"):  # signalling NaNs stay NaN
             a = a.astype(np.float32)  # exact
     return encode_into(fn, "array", a, dtype).tobytes()
-
-
-def _warmup() -> None:
-    """Compile the float16/bfloat16 kernels (serial and parallel builds)."""
-    from fastppo._dispatch import PARALLEL_MIN_ELEMENTS
-
-    for n in (3, PARALLEL_MIN_ELEMENTS):
-        for half in ("float16", "bfloat16"):
-            for src in (np.zeros(n, np.float32), np.zeros(n, np.float64)):
-                decode(encode(src, half), half)

@@ -750,26 +750,3 @@ def denormalize_values(values: Any, rms: RunningMeanStd, out: Any = None) -> np.
     if not isinstance(rms, RunningMeanStd):
         fail(fn, "rms", "a RunningMeanStd", type(rms).__name__, exc=TypeError)
     return rms._affine(fn, "values", values, 0.0, out, False)
-
-
-def _warmup() -> None:
-    """Compile every stats kernel for float32 and float64, serial and parallel."""
-    for dt in (np.float32, np.float64):
-        x = np.arange(12, dtype=dt).reshape(4, 3)
-        m, rpb = _k.layout(3)
-        for kern in (_k.update_serial, _k.update_parallel):
-            for mask in (_NO_MASK_1D, np.ones(4, np.uint8)):
-                kern(x, mask, m, rpb, 0.0, np.zeros(3), np.ones(3))
-        for aff in (_k.affine_serial, _k.affine_parallel):
-            for normalize in (True, False):
-                aff(x, np.zeros(3), np.ones(3), normalize, 0.0, np.empty_like(x))
-        rms = RunningMeanStd((3,))
-        rms.update(x)
-        rms.normalize(x, clip=5.0)
-        rms.denormalize(x)
-        rn = ReturnNormalizer(3)
-        z = np.zeros((4, 3), bool)
-        rn.normalize(x, z, z)
-        rn.normalize(x, z, z, valid=~z)
-        normalize_returns(x[:, 0], RunningMeanStd())
-        denormalize_values(x[:, 0], RunningMeanStd())

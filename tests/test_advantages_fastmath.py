@@ -12,7 +12,7 @@ from fastppo.kernels.fastmath import expf32
 from fastppo.reference import advantages as R
 
 
-@kernel
+@kernel("void(f4_1, f4_1w)")
 def _expf32_array(x, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         out[i] = expf32(x[i])

@@ -350,9 +350,3 @@ def test_async_vector_env_gives_the_same_run_as_sync():
             tr.learn(128)
             runs.append(_losses(tr))
     assert runs[0] == runs[1]
-
-
-def test_warmup_compiles_without_error():
-    from fastppo.ppo import _warmup
-
-    _warmup()

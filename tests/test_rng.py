@@ -111,7 +111,7 @@ def test_log_and_sincos_are_accurate_and_match_reference() -> None:
     """The vectorisable float32 log / sin / cos behind Box-Muller, against float64 libm."""
     from fastppo._jit import kernel
 
-    @kernel
+    @kernel("void(f4_1, i4_1, f4_1w, f4_1w, f4_1w)")
     def run(x, k, lg, c, s):  # pragma: no cover - compiled
         for i in range(x.shape[0]):
             lg[i] = krng.log32(x[i])
@@ -150,7 +150,7 @@ def test_log32_of_categorical_sums() -> None:
     """log s for the categorical log-probability: s in [1, 2**24], kernel == reference."""
     from fastppo._jit import kernel
 
-    @kernel
+    @kernel("void(f8_1, f8_1w)")
     def run(x, out):  # pragma: no cover - compiled
         for i in range(x.shape[0]):
             out[i] = krng.log32(np.float32(x[i]))

@@ -42,7 +42,7 @@ def test_exp32_kernel_equals_reference_bitwise_and_is_accurate() -> None:
         [-np.linspace(0, 87.5, 200_001), [0.0, -0.0, -1e-30, -86.99, -87.0, -np.inf]]
     ).astype(np.float32)
 
-    @fastppo._jit.kernel
+    @fastppo._jit.kernel("void(f4_1, f4_1w)")
     def run(x, out):  # pragma: no cover - compiled
         for i in range(x.shape[0]):
             out[i] = K.exp32(x[i])

@@ -777,7 +777,6 @@ def test_missing_extension_is_an_import_error_naming_the_build() -> None:
     assert "pip install -e ." in res.stdout
 
 
-def test_exports_and_warmup() -> None:
+def test_exports() -> None:
     for name in ("RunningMeanStd", "ReturnNormalizer", "normalize_returns", "denormalize_values"):
         assert getattr(fastppo, name) is getattr(fastppo.stats, name)
-    fastppo.stats._warmup()

@@ -43,6 +43,7 @@ import math
 
 import numba
 import numpy as np
+from numba import types as nt
 
 from fastppo._jit import inline, kernel, kernel_pair
 from fastppo.kernels.fastmath import expf32
@@ -74,6 +75,17 @@ CHUNK = 32
 # rows measured the same.
 VT_CHUNK = 16
 
+# Compiled variants: one per float dtype (log-probs L of the sweep's dtype F),
+# plus float32 sweeps of float64 log-probs. The public layer casts a float32
+# log-prob to float64 (exact) when the other one or the sweep is float64; it
+# never rounds float64 log-probs to float32, which would move rho by up to
+# ~1e-6 relative at log-probs near -50, more than a float32 output can hold.
+SWEEPS = (
+    {"F": nt.float32, "L": nt.float32},
+    {"F": nt.float64, "L": nt.float64},
+    {"F": nt.float32, "L": nt.float64},
+)
+
 # Minimum number of row ranges the validation pass is split into.
 VALIDATE_PARTS = 2
 
@@ -102,7 +114,7 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
     return bad
 
 
-@kernel
+@kernel("i8(F_2, F_2, b1, L_2, L_2, b1, u1_2, u1_2, F_2, i8, i8, i8)", variants=SWEEPS)
 def _check_rows(  # pragma: no cover - compiled
     rewards,
     values,
@@ -152,7 +164,7 @@ def _check_rows(  # pragma: no cover - compiled
     return mask
 
 
-@kernel
+@kernel("i8(i8, i8)")
 def _parts(T, nblocks):  # pragma: no cover - compiled
     """Row ranges the validation pass is split into: at least 2, else one per block.
 
@@ -162,7 +174,7 @@ def _parts(T, nblocks):  # pragma: no cover - compiled
     return max(1, min(T, max(VALIDATE_PARTS, nblocks)))
 
 
-@kernel
+@kernel("i8(i8_1, F_1)")
 def _status(masks, last_values):  # pragma: no cover - compiled
     """The lowest code of a non-finite input (OK if none) from the parts' masks.
 
@@ -179,7 +191,7 @@ def _status(masks, last_values):  # pragma: no cover - compiled
     return OK
 
 
-@kernel
+@kernel("void(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, F, i8, i8, F_2w, F_2w)")
 def _gae_block(  # pragma: no cover - compiled
     rewards,
     values,
@@ -245,7 +257,7 @@ def _gae_block(  # pragma: no cover - compiled
         t_hi = t_lo
 
 
-@kernel_pair
+@kernel_pair("i8(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, i8, F_2w, F_2w)")
 def gae_kernel(  # pragma: no cover - compiled
     rewards,
     values,
@@ -341,7 +353,7 @@ def _clip(rho, bar):  # pragma: no cover - compiled
 # block and on buffer addresses, and serial and parallel results would differ
 # by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
 # caught it). Plain IEEE float32 operations round the same on every path.
-@kernel
+@kernel("void(L_1, L_1, b1, F_1w)", variants=SWEEPS)
 def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
     """``rho = exp(target_logp - behavior_logp)`` over one row.
 
@@ -357,7 +369,7 @@ def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - com
             rho[n] = math.exp(float(target_logp[n]) - float(behavior_logp[n]))
 
 
-@kernel
+@kernel("void(F_1, F_1, F_1, u1_1, u1_1, F_1, b1, F, F_1w)")
 def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no cover - compiled
     """``d = r + gamma * nv - V`` over one row (``nv`` as in GAE)."""
     zero = r.dtype.type(0)
@@ -368,14 +380,14 @@ def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no co
         d_row[n] = r[n] + gamma * boot - v[n]
 
 
-@kernel
+@kernel("void(u1_1, u1_1, u1_1, b1, b1_1w)")
 def _vt_on_row(te, tr, ok, has_valid, on):  # pragma: no cover - compiled
     """``on`` = the trace continues past this step: valid and neither terminated nor truncated."""
     for n in range(on.shape[0]):
         on[n] = ((ok[n] != 0) | (not has_valid)) & ((te[n] | tr[n]) == 0)
 
 
-@kernel
+@kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)")
 def _vt_scale_row(
     rho, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_row
 ):  # pragma: no cover - compiled
@@ -392,7 +404,7 @@ def _vt_scale_row(
         pg_row[n] = _clip(p, pg_rho_bar) * d if good else zero
 
 
-@kernel
+@kernel("void(b1_1, F, F, F, F, F_1w, F_1w)")
 def _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw):  # pragma: no cover - compiled
     """Carry weights ``cw = gamma * lam * min(c_bar, rho)`` (``rho`` in ``cw``) and
     ``pw = gamma * min(pg_rho_bar, rho)``; 0 where the trace is cut."""
@@ -404,7 +416,7 @@ def _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw):  # pragma: 
         pw[n] = gamma * _clip(p, pg_rho_bar) if o else zero
 
 
-@kernel
+@kernel("void(F_1, F_1, F_1, F_1w, F_1w, F_1w)")
 def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compiled
     """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
     zero = v.dtype.type(0)
@@ -422,7 +434,11 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
         vs_row[n] = v[n] + diff
 
 
-@kernel
+@kernel(
+    "void(L_2, L_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
+    " F_2w, F_2w)",
+    variants=SWEEPS,
+)
 def _vtrace_block(  # pragma: no cover - compiled
     behavior_logp,
     target_logp,
@@ -507,7 +523,10 @@ def _vtrace_block(  # pragma: no cover - compiled
         t_hi = t_lo
 
 
-@kernel_pair
+@kernel_pair(
+    "i8(L_2, L_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
+    variants=SWEEPS,
+)
 def vtrace_kernel(  # pragma: no cover - compiled
     behavior_logp,
     target_logp,
@@ -591,7 +610,7 @@ def vtrace_kernel(  # pragma: no cover - compiled
     return OK
 
 
-@kernel
+@kernel("void(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, i8, i8, F_2w)")
 def _returns_block(  # pragma: no cover - compiled
     rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0, n1, ret
 ):
@@ -616,7 +635,7 @@ def _returns_block(  # pragma: no cover - compiled
             g_row[n] = g if (ok[n] != 0) | (not has_valid) else zero
 
 
-@kernel_pair
+@kernel_pair("i8(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, i8, F_2w)")
 def discounted_returns_kernel(  # pragma: no cover - compiled
     rewards,
     last_values,

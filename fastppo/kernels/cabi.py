@@ -164,6 +164,13 @@ def entry(kind: int, d: int) -> Any:
     return c_entry(_SIGS[kind](_POINTERS[d]))(_FUNCS[kind])
 
 
+def compile_all() -> None:
+    """Compile (or load) every C entry: each kind for float32 and float64."""
+    for kind in range(len(_FUNCS)):
+        for d in range(len(_POINTERS)):
+            entry(kind, d)
+
+
 def address(kind: int, d: int) -> int:
     """Address of :func:`entry`'s machine code (what ``fastppo._cy._fast`` calls)."""
     return int(entry(kind, d).address)

@@ -102,25 +102,25 @@ def f32_to_bf16_bits(x):  # pragma: no cover - compiled
     return np.uint16(_round_small_float(np.float64(x), 7, 8))
 
 
-@kernel_pair
+@kernel_pair("void(u2_1, f4_1w)")
 def _decode_f16(src, out):  # pragma: no cover - compiled
     for i in numba.prange(src.shape[0]):
         out[i] = f16_to_f32(src[i])
 
 
-@kernel_pair
+@kernel_pair("void(u2_1, f4_1w)")
 def _decode_bf16(src, out):  # pragma: no cover - compiled
     for i in numba.prange(src.shape[0]):
         out[i] = bf16_to_f32(src[i])
 
 
-@kernel_pair
+@kernel_pair("void(F_1, u2_1w)")
 def _encode_f16(src, out):  # pragma: no cover - compiled
     for i in numba.prange(src.shape[0]):
         out[i] = f32_to_f16_bits(src[i])
 
 
-@kernel_pair
+@kernel_pair("void(F_1, u2_1w)")
 def _encode_bf16(src, out):  # pragma: no cover - compiled
     for i in numba.prange(src.shape[0]):
         out[i] = f32_to_bf16_bits(src[i])

@@ -123,7 +123,7 @@ def tanh(x):  # pragma: no cover - compiled
     return t if x > 0.0 else -t
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel("i8(f8_1, i8_2, i8, f8_2, i8_1, i8, i8, f8_1w)", fastmath=FASTMATH_SAFE)
 def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover - compiled
     """Forward rows ``x[idx[i0 : i0 + nb]]`` through one stack; returns the output offset.
 
@@ -181,7 +181,7 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
     return off_in
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel("void(f8_1, i8_2, i8, i8, f8_1, f8_1w, f8_1w, f8_1w)", fastmath=FASTMATH_SAFE)
 def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no cover
     """Backpropagate ``dz`` (d loss / d stack output, ``[nb, n_out_last]`` flat) into ``grad``.
 
@@ -255,7 +255,11 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
             cur, prv = prv, cur
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel(
+    "Tup(f8, f8)(f8_1, f8_1, i8, i8, i8_1, i8, f8, f8, i8_2, f8_2, i8, f8, f8, f8_1w, i8, b1,"
+    " f8_1w)",
+    fastmath=FASTMATH_SAFE,
+)
 def head_row(
     params,
     out,
@@ -339,7 +343,11 @@ def head_row(
     return logp, ent
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel(
+    "i8(f8_1, i8_2, i8_2, i8, i8, i8_1, i8, f8_2, i8_2, f8_2, f8_1, f8_1, f8_1, f8_1, b1_1, i8_1,"
+    " i8, i8, f8_1, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w)",
+    fastmath=FASTMATH_SAFE,
+)
 def minibatch_loss_grad(
     params,
     a_layout,
@@ -516,7 +524,7 @@ def minibatch_loss_grad(
     return n
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel("f8(f8_1w, f8_1w, f8_1w, f8_1w, i8_1w, f8, f8, f8, f8, f8)", fastmath=FASTMATH_SAFE)
 def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # pragma: no cover
     """Global-norm clipping then one Adam step, in place; returns the pre-clip norm.
 
@@ -552,7 +560,10 @@ def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # p
     return norm
 
 
-@kernel
+@kernel(
+    "void(f8_1w, i8_2, i8_2, i8, i8, i8_1, i8, f8_2, i8_2, f8_2, f8_1, f8_1, f8_1, f8_1, b1_1,"
+    " i8_2, i8, f8_1, f8_1w, f8_1w, i8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w)"
+)
 def ppo_update_kernel(
     params,
     a_layout,
@@ -632,7 +643,10 @@ def ppo_update_kernel(
             break
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel(
+    "void(f8_1, i8_2, i8_2, i8, f8_2, i8_1, i8, f8_1w, f8_1w, b1, b1, f8_2w, f8_1w)",
+    fastmath=FASTMATH_SAFE,
+)
 def policy_forward(
     params,
     a_layout,
@@ -661,7 +675,11 @@ def policy_forward(
             out_value[b] = hc[vo + b]
 
 
-@kernel(fastmath=FASTMATH_SAFE)
+@kernel(
+    "void(f8_1, i8_2, i8_2, i8, i8, i8_1, i8, f8, f8, f8_2, i8_2, f8_2, i8_1, i8, f8_1w, f8_1w,"
+    " f8_1w, f8_1w, f8_1w, f8_1w)",
+    fastmath=FASTMATH_SAFE,
+)
 def policy_evaluate(
     params, a_layout, c_layout, act, head, nvec, ls_off, ls_lo, ls_hi, obs, act_i, act_f, idx,
     nb, ha, hc, dz, out_logp, out_ent, out_value,

@@ -103,7 +103,7 @@ def env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env, block):  # pragma: no cover
     )
 
 
-@kernel
+@kernel("void(u4_2, u4_2, u4_2w)")
 def philox_blocks(counters, keys, out):  # pragma: no cover - compiled
     """Raw Philox4x32-10: ``out[i] = philox(counters[i], keys[i])``.
 
@@ -125,7 +125,7 @@ def philox_blocks(counters, keys, out):  # pragma: no cover - compiled
         out[i, 3] = np.uint32(w3)
 
 
-@kernel
+@kernel("void(i8, i8, i8, i8, i8, f8_2w)")
 def env_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: no cover
     """``out[i, k]`` = uniform ``k`` of env ``env_offset + i``'s stream (float64 [N, K])."""
     for i in range(out.shape[0]):
@@ -289,7 +289,7 @@ def box_muller32(ia, ib):  # pragma: no cover - compiled
     return r * c, r * s
 
 
-@kernel
+@kernel("void(i8, i8, i8, i8, i8, f4_2w)")
 def env_normals(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: no cover
     """``out[i, k]`` = normal ``k`` of env ``env_offset + i`` (float32 [N, K]).
 

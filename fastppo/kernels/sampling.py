@@ -59,7 +59,7 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair
+from fastppo._jit import STORAGE, inline, kernel, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import box_muller32, env_block, log32, normal_words, uniform53
 from fastppo.kernels.squash import unsquash
@@ -102,6 +102,10 @@ _I127 = np.int32(127)
 _I23 = np.int32(23)
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# (x, kind, mask, has_mask, offs, seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset,
+#  deterministic, prevalidate, proto, act, logp) -> first bad env or -1
+_CATEGORICAL_SIG = "i8(S_2, i8, u1_2, b1, i8_1, i8, i8, i8, i8, i8, b1, b1, F_1, i8_1w, f4_1w)"
 
 
 @inline
@@ -176,7 +180,7 @@ def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # p
             u1[i] = uniform53(w2, w3)
 
 
-@kernel
+@kernel("Tup(i8, f8)(F_1, f4_1w, i8, i8, f8, b1)")
 def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compiled
     """Inverse-CDF draw from ``softmax(r[lo:hi])``; masked entries of ``r`` are -inf.
 
@@ -220,7 +224,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
     return a - lo, np.float64(r[a] - m) - np.float64(log32(np.float32(s)))
 
 
-@kernel
+@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=STORAGE)
 def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     """Load row ``i`` into ``r`` with masked entries set to -inf; False on NaN/+inf.
 
@@ -241,7 +245,7 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     return not bad
 
 
-@kernel
+@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, u1_1w)", variants=STORAGE)
 def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cover - compiled
     """How many leading rows of a chunk are valid (``rows`` when all are).
 
@@ -292,7 +296,7 @@ def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cove
     return rows
 
 
-@kernel
+@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, F_1w, i8_1w)", variants=STORAGE)
 def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A):  # pragma: no cover - compiled
     """Load one chunk of single-dimension categorical rows, envs in the vector lanes.
 
@@ -369,7 +373,7 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A):  # pragma: no
     return rows
 
 
-@kernel
+@kernel("void(i8, i8, i8, i8, f8_1, b1, F_1, f4_1w, F_1, f8_1w, f8_1w, f8_1w, i8_1w, i8_1w, f4_1w)")
 def _chunk_sample(
     width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp
 ):  # pragma: no cover - compiled
@@ -425,7 +429,7 @@ def _chunk_sample(
         logp[i0 + i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
 
 
-@kernel_pair
+@kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)
 def categorical(
     x,
     kind,
@@ -517,7 +521,7 @@ def categorical(
 categorical_serial, categorical_parallel = categorical
 
 
-@kernel_pair
+@kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)
 def multi_categorical(
     x,
     kind,
@@ -644,7 +648,7 @@ def _cols_finite(x, col, a_dim, kind, i0, i1):  # pragma: no cover - compiled
     return not bad
 
 
-@kernel
+@kernel("i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8)", variants=STORAGE)
 def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # pragma: no cover
     """-1, or the first row in ``[i0, i1)`` whose mean or log-std is NaN or +-inf.
 
@@ -663,7 +667,9 @@ def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # p
     return -1
 
 
-@kernel_pair
+@kernel_pair(
+    "i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w)", variants=STORAGE
+)
 def gaussian(
     pm,
     mcol,
@@ -747,7 +753,10 @@ def gaussian(
     return -1
 
 
-@kernel
+@kernel(
+    "void(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w, i8, f8_1, f8_1)",
+    variants=STORAGE,
+)
 def _gaussian_task(
     pm,
     mcol,
@@ -869,7 +878,7 @@ def _gaussian_task(
 gaussian_serial, gaussian_parallel = gaussian
 
 
-@kernel_pair
+@kernel_pair("i8(F_2, u1_2, b1, i8_1, F_1w, F_1w)")
 def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no cover
     """Log-prob of stored actions and entropy per env; returns -1 or the first bad env.
 
@@ -923,7 +932,7 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
 categorical_logp_entropy_serial, categorical_logp_entropy_parallel = categorical_logp_entropy
 
 
-@kernel_pair
+@kernel_pair("void(F_2, F_2, b1, F_2, b1, F_1w, F_1w)")
 def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  # pragma: no cover
     """Diagonal-Gaussian log-prob of stored actions and (pre-squash) entropy.
 

@@ -142,7 +142,7 @@ def _block_moments(x, xf, valid, masked, r0, r1, m, s, dv, q):  # pragma: no cov
     return n
 
 
-@kernel_pair
+@kernel_pair("i8(F_2, u1_1, i8, i8, f8, f8_1w, f8_1w)")
 def _update(x, valid, rows_per_super, rows_per_block, count_a, mean, var):  # pragma: no cover
     """Fold the valid rows of ``x`` into ``(count_a, mean, var)``.
 
@@ -204,7 +204,7 @@ def _update(x, valid, rows_per_super, rows_per_block, count_a, mean, var):  # pr
 update_serial, update_parallel = _update
 
 
-@kernel
+@kernel("i8(F_2, u1_2, u1_2, u1_2, f8, f8, f8, f8, f8_1w, f8_1w, f8_1w, F_2w)")
 def return_normalize(
     rewards, terminated, truncated, valid, gamma, clip, epsilon, count_a, ret, mean, var, out
 ):  # pragma: no cover - compiled
@@ -262,7 +262,7 @@ def return_normalize(
     return total
 
 
-@kernel_pair
+@kernel_pair("void(F_2, f8_1, f8_1, b1, f8, F_2w)")
 def _affine(x, shift, factor, center_first, clip, out):  # pragma: no cover - compiled
     """``out = (x - shift) * factor`` (``center_first``) or ``x * factor + shift``, clipped.
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastppo.ppo.buffer import RolloutBatch, RolloutBuffer
 from fastppo.ppo.config import PPOConfig
 from fastppo.ppo.trainer import PPOTrainer, evaluate_policy
-from fastppo.ppo.update import _warmup as _warmup  # for fastppo.warmup()
 from fastppo.ppo.update import loss_and_grad, ppo_update
 
 __all__ = [

@@ -250,18 +250,3 @@ def ppo_update(
         "losses/early_stop": float(out[K.U_EARLY_STOP]),
         "charts/learning_rate": lr_,
     }
-
-
-def _warmup() -> None:
-    """Compile (or load from cache) the MLP kernels for every head kind on tiny inputs."""
-    for policy, actions in (
-        (ActorCritic((2,), "discrete", nvec=[2], hidden_sizes=(4,)), np.zeros(4, np.int64)),
-        (ActorCritic((2,), "continuous", action_dim=1, hidden_sizes=(4,)), np.zeros((4, 1))),
-    ):
-        obs = np.zeros((4, 2))
-        logp, _, values = policy.evaluate(obs, actions)
-        batch = RolloutBatch(obs, actions, logp, np.zeros(4), values, values, np.ones(4, bool))
-        cfg = PPOConfig(n_envs=1, n_steps=4, batch_size=2, n_epochs=1)
-        loss_and_grad(policy, batch, cfg)
-        ppo_update(policy, Adam(policy.n_params), batch, cfg, np.random.default_rng(0))
-        Adam(policy.n_params).step(policy.params, np.zeros(policy.n_params))

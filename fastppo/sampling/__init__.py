@@ -25,10 +25,6 @@ Algorithms", arXiv:2006.14171 (masked logits).
 
 from __future__ import annotations
 
-import numpy as np
-
-from fastppo import _dispatch
-from fastppo import codec as _codec
 from fastppo.sampling.bytes import sample_categorical_bytes, sample_gaussian_bytes
 from fastppo.sampling.categorical import sample_categorical, sample_multi_categorical
 from fastppo.sampling.gaussian import sample_gaussian
@@ -43,26 +39,3 @@ __all__ = [
     "sample_gaussian_bytes",
     "sample_multi_categorical",
 ]
-
-
-def _warmup() -> None:
-    """Compile every sampler variant: float32/float64 arrays, the four byte dtypes,
-    serial and parallel builds (sizes straddling the parallel threshold)."""
-    for n in (1, _dispatch.PARALLEL_MIN_LOGITS):
-        for dt in (np.float32, np.float64):
-            lg = np.zeros((n, 2), dtype=dt)
-            mk = np.ones((n, 2), dtype=bool)
-            sample_categorical(lg, seed=0, counter=0)
-            sample_categorical(lg, mk, seed=0, counter=0)
-            sample_multi_categorical(lg, [1, 1], mk, seed=0, counter=0)
-            sample_gaussian(lg, lg[0], seed=0, counter=0)
-            sample_gaussian(lg, lg, seed=0, counter=0)
-            categorical_logp_entropy(lg, np.zeros(n, dtype=np.int64), mk)
-            gaussian_logp_entropy(lg, lg[0], lg.astype(dt), squash=True)
-        for bdt in _codec.FLOAT_DTYPES:
-            buf = _codec.encode(np.zeros(2 * n, dtype=np.float32), bdt)
-            sample_categorical_bytes(buf, n_envs=n, n_actions=2, dtype=bdt, seed=0, counter=0)
-            sample_categorical_bytes(
-                buf, n_envs=n, n_actions=2, dtype=bdt, mask_buf=b"\x01" * (2 * n), seed=0, counter=0
-            )
-            sample_gaussian_bytes(buf, n_envs=n, action_dim=1, dtype=bdt, seed=0, counter=0)

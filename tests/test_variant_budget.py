@@ -1,0 +1,112 @@
+"""The compile budget: every kernel holds exactly its declared signatures.
+
+Numba compiles one variant per distinct argument type tuple unless told
+otherwise, and each sampler variant costs seconds to compile. ``fastppo._jit``
+declares the signatures (one per float dtype) and disables compilation of
+anything else; these tests state that budget and that callers in every form
+still reach the declared variants.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numba
+import numpy as np
+import pytest
+from numba.core.registry import CPUDispatcher
+
+import fastppo
+from fastppo import _jit
+from fastppo._warmup import _MODULES
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def _declared(disp) -> set[tuple]:
+    return {tuple(s.args) for s in disp.declared}
+
+
+def _every_form_of_call() -> None:
+    """Public calls with writable, read-only, literal and numpy-scalar arguments."""
+    rng = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        for T, N in ((3, 2), (64, 1024)):  # fast path / serial, and parallel
+            r = rng.standard_normal((T, N)).astype(dt)
+            lv = r[0].copy()
+            te = np.zeros((T, N), bool)
+            for form in (lambda a: a, _ro):
+                fastppo.gae(form(r), form(r), form(lv), form(te), gamma=dt(0.9))
+                fastppo.vtrace(form(r), form(r), form(r), form(r), form(lv), form(te), gamma=1)
+                fastppo.discounted_returns(form(r), form(lv), te.view(np.uint8), gamma=0.5)
+        # mixed log-prob widths take the float64 log-prob variant
+        fastppo.vtrace(r.astype(np.float64), r, r, r, r[0], np.zeros_like(r, bool))
+        for n in (1, 300_000):
+            lg = rng.standard_normal((n, 2)).astype(dt)
+            for form in (lambda a: a, _ro):
+                fastppo.sample_categorical(form(lg), seed=np.uint64(3), counter=np.int32(1))
+                fastppo.sample_gaussian(form(lg), form(lg[0]), seed=1, counter=2, squash=True)
+        rms = fastppo.RunningMeanStd((3,))
+        x = rng.standard_normal((5, 3)).astype(dt)
+        rms.update(_ro(x))
+        rms.normalize(_ro(x), clip=np.float32(5.0))
+
+
+def test_every_kernel_is_declared() -> None:
+    """Each compiled function of the kernel modules is declared, or IR-inlined."""
+    for name in _MODULES:
+        mod = importlib.import_module(name)
+        for attr, v in vars(mod).items():
+            if isinstance(v, CPUDispatcher) and v.py_func.__module__ == name:
+                inlined = v.targetoptions.get("inline") == "always"
+                assert inlined or v in _jit.REGISTRY, f"{name}.{attr} has no declared signatures"
+
+
+def test_after_warmup_and_calls_in_every_form_each_kernel_holds_its_declared_signatures():
+    fastppo.warmup()
+    _every_form_of_call()
+    assert _jit.REGISTRY
+    for disp in _jit.REGISTRY:
+        assert set(disp.signatures) == _declared(disp), disp.py_func.__qualname__
+    # one variant per float dtype (the sweeps add float32 with float64 log-probs,
+    # the samplers the uint16 bits of float16/bfloat16)
+    assert max(len(d.declared) for d in _jit.REGISTRY) <= 3
+
+
+def test_an_undeclared_type_is_refused_not_compiled() -> None:
+    from fastppo.kernels import checks
+
+    disp = checks.all_finite_serial
+    before = set(disp.signatures)
+    with pytest.raises(TypeError, match="No matching definition"):
+        disp(np.zeros(4, np.int32))
+    assert set(disp.signatures) == before
+
+
+def test_a_kernel_called_from_a_kernel_runs_the_declared_variant() -> None:
+    from fastppo.kernels import checks
+
+    inner = checks.all_finite_serial
+
+    @numba.njit
+    def outer(x):  # pragma: no cover - compiled
+        return inner(x)
+
+    assert outer(np.ones(3))  # writable float64 -> the read-only declaration
+    assert set(inner.signatures) <= _declared(inner)
+
+
+def test_signature_vocabulary() -> None:
+    from numba import types as nt
+
+    f32, f64 = _jit.signatures("i8(F_2, u1_1w, f8, Tup(i8, f8))", _jit.FLOATS)
+    assert f32.args[0] == nt.Array(nt.float32, 2, "C", readonly=True)
+    assert f64.args[0] == nt.Array(nt.float64, 2, "C", readonly=True)
+    assert f32.args[1] == nt.Array(nt.uint8, 1, "C")
+    assert f32.args[2] is nt.float64 and f32.args[3] == nt.Tuple((nt.int64, nt.float64))
+    # a declaration without the variant's names is one signature, not two
+    assert len(_jit.signatures("i8(i8, i8)", _jit.FLOATS)) == 1
