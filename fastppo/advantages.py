@@ -404,12 +404,19 @@ def vtrace(
         a = C.float_array(fn, name, x)
         C.check_shape(fn, name, a, s.shape)
         logps[name] = _as_2d(a)
-    # The compiled variants (K.SWEEPS) take both log-probs in one dtype: float32
-    # only when both are; a float32 one is widened exactly otherwise.
-    if any(a.dtype != np.float32 for a in logps.values()) or s.dt != np.float32:
+    # The kernels take log-probs of the sweep's dtype (one compiled variant per
+    # float dtype). float32 ones are widened exactly for a float64 sweep; for a
+    # float32 sweep with a float64 log-prob, the log-ratio is formed in float64
+    # and rounded once (relative error 6e-8 of the ratio's log, where rounding
+    # each log-prob to float32 would lose up to 4e-6 at log-probs near -50).
+    if s.dt == np.float64:
+        logps = {k: a.astype(np.float64, copy=False) for k, a in logps.items()}
+    elif any(a.dtype != np.float32 for a in logps.values()):
         for name, a in logps.items():
-            if a.dtype != np.float64:
-                logps[name] = a.astype(np.float64)
+            C.check_finite(fn, name, a)
+        b, t = logps["behavior_logp"], logps["target_logp"]
+        log_rho = np.subtract(t, b, dtype=np.float64).astype(np.float32)
+        logps = {"behavior_logp": np.zeros_like(log_rho), "target_logp": log_rho}
     g, lam_ = _gamma_lambda(fn, gamma, lam, "lam")
     rb = C.check_positive(fn, "rho_bar", rho_bar)
     cb = C.check_positive(fn, "c_bar", c_bar)

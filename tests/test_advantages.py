@@ -94,6 +94,30 @@ def test_vtrace_hand_worked():
     np.testing.assert_allclose(pg, [pg0, pg1])
 
 
+def test_vtrace_mixed_log_prob_widths():
+    """Log-probs of either width: a float64 sweep widens float32 ones exactly; a
+    float32 sweep forms float64 log-ratios and rounds them once."""
+    rng = np.random.default_rng(5)
+    r, v, lv, te, tr, fv = make(rng, 30, 6)
+    blp = rng.uniform(-60, -40, r.shape)
+    tlp = blp + rng.normal(0, 0.3, r.shape)
+    b32, t32 = blp.astype(np.float32), tlp.astype(np.float32)
+    got = fastppo.vtrace(b32, tlp, r, v, lv, te, tr, final_values=fv)
+    same = fastppo.vtrace(b32.astype(np.float64), tlp, r, v, lv, te, tr, final_values=fv)
+    for g, s in zip(got, same):
+        np.testing.assert_array_equal(g, s)
+    r32, v32, lv32, fv32 = (x.astype(np.float32) for x in (r, v, lv, fv))
+    ref = R.vtrace(blp, tlp, r32, v32, lv32, te, tr, final_values=fv32)
+    got32 = fastppo.vtrace(blp, tlp, r32, v32, lv32, te, tr, final_values=fv32)
+    for g, e in zip(got32, ref):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, e, rtol=2e-6, atol=2e-6)
+    bad = blp.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match=r"vtrace: behavior_logp must be finite"):
+        fastppo.vtrace(bad, t32, r32, v32, lv32, te)
+
+
 def test_discounted_returns_hand_worked():
     r = np.array([1.0, 1.0, 1.0, 1.0])
     te = np.array([False, True, False, False])

@@ -460,28 +460,6 @@ def test_return_normalizer_matches_sb3_transcription(dtype, masked) -> None:
     assert rn2.rms.count == rn.rms.count
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("masked", [False, True])
-def test_return_scaler_cython_equals_numba_kernel(dtype, masked) -> None:
-    rng = np.random.default_rng(12)
-    t_max, n = 30, 7
-    r = rng.normal(size=(t_max, n)).astype(dtype)
-    term = (rng.random((t_max, n)) < 0.1).astype(np.uint8)
-    trunc = (rng.random((t_max, n)) < 0.05).astype(np.uint8)
-    valid = (rng.random((t_max, n)) < 0.8).astype(np.uint8) if masked else None
-    states = [(np.full(n, 0.5), np.array([0.2]), np.array([2.0])) for _ in range(2)]
-    outs = [np.empty_like(r) for _ in range(2)]
-    sc = cy_stats.ReturnScaler(*states[0])
-    step = sc.step_f32 if dtype == np.float32 else sc.step_f64
-    n0 = step(r, term, trunc, valid, outs[0], 0.95, 2.0, 1e-8, 9.0)
-    mask = valid if masked else np.zeros((0, 0), np.uint8)
-    n1 = K.return_normalize(r, term, trunc, mask, 0.95, 2.0, 1e-8, 9.0, *states[1], outs[1])
-    assert n0 == n1 == (valid.sum() if masked else r.size)
-    np.testing.assert_array_equal(outs[0], outs[1])
-    for a, b in zip(states[0], states[1]):
-        np.testing.assert_array_equal(a, b)
-
-
 def test_return_normalizer_fast_and_general_paths_agree() -> None:
     rng = np.random.default_rng(13)
     r = rng.normal(size=(12, 3))

@@ -43,8 +43,9 @@ def _every_form_of_call() -> None:
                 fastppo.gae(form(r), form(r), form(lv), form(te), gamma=dt(0.9))
                 fastppo.vtrace(form(r), form(r), form(r), form(r), form(lv), form(te), gamma=1)
                 fastppo.discounted_returns(form(r), form(lv), te.view(np.uint8), gamma=0.5)
-        # mixed log-prob widths take the float64 log-prob variant
+        # mixed log-prob widths run the variant of the rewards' dtype
         fastppo.vtrace(r.astype(np.float64), r, r, r, r[0], np.zeros_like(r, bool))
+        fastppo.vtrace(r, r.astype(np.float32), r, r, r[0], np.zeros_like(r, bool))
         for n in (1, 300_000):
             lg = rng.standard_normal((n, 2)).astype(dt)
             for form in (lambda a: a, _ro):
@@ -72,8 +73,8 @@ def test_after_warmup_and_calls_in_every_form_each_kernel_holds_its_declared_sig
     assert _jit.REGISTRY
     for disp in _jit.REGISTRY:
         assert set(disp.signatures) == _declared(disp), disp.py_func.__qualname__
-    # one variant per float dtype (the sweeps add float32 with float64 log-probs,
-    # the samplers the uint16 bits of float16/bfloat16)
+    # one variant per float dtype (the single-dimension samplers add the uint16
+    # bits of float16/bfloat16)
     assert max(len(d.declared) for d in _jit.REGISTRY) <= 3
 
 

@@ -281,7 +281,8 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
                              bint masked, floating* out, Py_ssize_t n_steps, Py_ssize_t n_envs,
                              double gamma, double clip, double epsilon, double count_a,
                              double* ret, double* mean, double* var) noexcept nogil:
-    # fastppo.kernels.stats.return_normalize, operation for operation
+    # per step: the corrected two-pass moments of the valid returns (as one block
+    # of fastppo.kernels.stats._update), then one Chan merge
     cdef Py_ssize_t t, i, k, n, total = 0
     cdef double s, inv, m, m2, c, dev, scale, y, ca = count_a
     for k in range(n_steps * n_envs):
@@ -332,8 +333,8 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
 
 cdef class ReturnScaler:
     """The per-step state of ``fastppo.ReturnNormalizer``: VecNormalize's reward
-    scaling over a ``[T, N]`` block, the same operations in the same order as
-    ``fastppo.kernels.stats.return_normalize``.
+    scaling over a ``[T, N]`` block (the one implementation; tested against
+    ``fastppo.reference.stats.return_normalize``).
 
     Parameters
     ----------

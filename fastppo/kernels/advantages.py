@@ -43,7 +43,6 @@ import math
 
 import numba
 import numpy as np
-from numba import types as nt
 
 from fastppo._jit import inline, kernel, kernel_pair
 from fastppo.kernels.fastmath import expf32
@@ -75,17 +74,6 @@ CHUNK = 32
 # rows measured the same.
 VT_CHUNK = 16
 
-# Compiled variants: one per float dtype (log-probs L of the sweep's dtype F),
-# plus float32 sweeps of float64 log-probs. The public layer casts a float32
-# log-prob to float64 (exact) when the other one or the sweep is float64; it
-# never rounds float64 log-probs to float32, which would move rho by up to
-# ~1e-6 relative at log-probs near -50, more than a float32 output can hold.
-SWEEPS = (
-    {"F": nt.float32, "L": nt.float32},
-    {"F": nt.float64, "L": nt.float64},
-    {"F": nt.float32, "L": nt.float64},
-)
-
 # Minimum number of row ranges the validation pass is split into.
 VALIDATE_PARTS = 2
 
@@ -114,7 +102,7 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
     return bad
 
 
-@kernel("i8(F_2, F_2, b1, L_2, L_2, b1, u1_2, u1_2, F_2, i8, i8, i8)", variants=SWEEPS)
+@kernel("i8(F_2, F_2, b1, F_2, F_2, b1, u1_2, u1_2, F_2, i8, i8, i8)")
 def _check_rows(  # pragma: no cover - compiled
     rewards,
     values,
@@ -353,7 +341,7 @@ def _clip(rho, bar):  # pragma: no cover - compiled
 # block and on buffer addresses, and serial and parallel results would differ
 # by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
 # caught it). Plain IEEE float32 operations round the same on every path.
-@kernel("void(L_1, L_1, b1, F_1w)", variants=SWEEPS)
+@kernel("void(F_1, F_1, b1, F_1w)")
 def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
     """``rho = exp(target_logp - behavior_logp)`` over one row.
 
@@ -435,9 +423,8 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
 
 
 @kernel(
-    "void(L_2, L_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
+    "void(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
     " F_2w, F_2w)",
-    variants=SWEEPS,
 )
 def _vtrace_block(  # pragma: no cover - compiled
     behavior_logp,
@@ -524,8 +511,7 @@ def _vtrace_block(  # pragma: no cover - compiled
 
 
 @kernel_pair(
-    "i8(L_2, L_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
-    variants=SWEEPS,
+    "i8(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
 )
 def vtrace_kernel(  # pragma: no cover - compiled
     behavior_logp,

@@ -21,7 +21,7 @@ the same pass that samples and no float32 copy of the logits is ever made.
 
 Categorical (inverse CDF, one uniform per env and dimension)
 ------------------------------------------------------------
-With ``m = max_j l_j`` over allowed actions, ``e_j = exp32(l_j - m)`` (0 for a
+With ``m = max_j l_j`` over allowed actions, ``e_j = expf32(l_j - m)`` (0 for a
 masked action), ``s = sum_j e_j`` accumulated in float64 in action order, and
 ``u`` the env's uniform, the action is the first ``j`` with
 ``u * s < e_0 + ... + e_j``. If rounding lets ``u * s`` reach the total, the
@@ -29,11 +29,10 @@ last action with ``e_j > 0`` is taken, so a masked or out-of-range action is
 never returned. The log-probability is ``(l_a - m) - log32(float32(s))`` in
 float64, rounded to float32.
 
-``exp32`` is a float32 exponential (Cody-Waite reduction by ln 2, the degree-5
-Cephes ``expf`` polynomial, the power of two built from bits) that LLVM
-vectorises; its error is within 2 ulp of float32, i.e. relative errors of
-``1e-7`` in the probabilities, far below sampling noise. Below ``-87`` it
-returns 0 (probability ratios under ``1.6e-38``). ``log32`` is the float32
+``expf32`` is the package's one float32 exponential
+(:mod:`fastppo.kernels.fastmath`: Cody-Waite reduction, the Cephes ``expf``
+polynomial, vectorised, within 1 ulp; 0 below ``-104``), i.e. relative errors
+of ``1.2e-7`` in the probabilities, far below sampling noise. ``log32`` is the float32
 Cephes ``logf`` of :mod:`fastppo.kernels.rng` (within 1 ulp); with the
 rounding of ``s`` to float32, ``log s`` is within 1.9e-7 absolute for ``s <=
 18`` and 1.1e-6 for ``s <= 2**24`` (measured on 1e6 random ``s`` each), in
@@ -61,6 +60,7 @@ import numpy as np
 
 from fastppo._jit import STORAGE, inline, kernel, kernel_pair
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
+from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.rng import box_muller32, env_block, log32, normal_words, uniform53
 from fastppo.kernels.squash import unsquash
 
@@ -84,56 +84,16 @@ CHUNK = 64
 TASK = 8
 
 _f32 = np.float32
-_LOG2E = _f32(1.44269504088896341)
-_C1 = _f32(0.693359375)  # ln 2 split: C1 + C2 = ln 2, C1 has 9 significant bits
-_C2 = _f32(-2.12194440e-4)
-_SHIFT = _f32(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer
-_P0 = _f32(1.9875691500e-4)
-_P1 = _f32(1.3981999507e-3)
-_P2 = _f32(8.3334519073e-3)
-_P3 = _f32(4.1665795894e-2)
-_P4 = _f32(1.6666665459e-1)
-_P5 = _f32(5.0000001201e-1)
-_ONE = _f32(1.0)
-_ZERO = _f32(0.0)
 _INF32 = _f32(np.inf)
-_LO = _f32(-87.0)
-_I127 = np.int32(127)
-_I23 = np.int32(23)
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# The multi-discrete sampler takes arrays only (no byte-buffer entry).
+ARRAYS = STORAGE[:2]
 
 # (x, kind, mask, has_mask, offs, seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset,
 #  deterministic, prevalidate, proto, act, logp) -> first bad env or -1
 _CATEGORICAL_SIG = "i8(S_2, i8, u1_2, b1, i8_1, i8, i8, i8, i8, i8, b1, b1, F_1, i8_1w, f4_1w)"
-
-
-@inline
-def exp32(x):  # pragma: no cover - compiled
-    """float32 ``exp(x)`` for ``x <= 0`` (``-inf`` gives 0), branch-free so it vectorises.
-
-    ``x = k ln2 + r`` with ``|r| <= ln2 / 2``; ``exp(r)`` by the Cephes
-    ``expf`` polynomial; ``2**k`` assembled as float32 bits. Every operation
-    is a float32 IEEE operation, so :mod:`fastppo.reference.sampling`
-    reproduces it bit for bit in numpy.
-    """
-    xc = x if x > _LO else _LO
-    kd = xc * _LOG2E + _SHIFT
-    ki = np.float32(kd).view(np.int32)
-    k = kd - _SHIFT
-    r = xc - k * _C1
-    r = r - k * _C2
-    z = r * r
-    y = _P0 * r + _P1
-    y = y * r + _P2
-    y = y * r + _P3
-    y = y * r + _P4
-    y = y * r + _P5
-    y = y * z + r + _ONE
-    # the low bits of kd hold k + 2**22 (two's complement); only k's low bits
-    # matter after the shift, and -126 <= k <= 0 keeps the exponent normal.
-    sc = np.int32((ki + _I127) << _I23).view(np.float32)
-    return y * sc if x > _LO else _ZERO
 
 
 @inline
@@ -195,7 +155,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
     if m == -np.inf:
         return -1, 0.0
     for j in range(lo, hi):
-        e[j] = exp32(np.float32(r[j] - m))
+        e[j] = expf32(np.float32(r[j] - m))
     s = 0.0
     for j in range(lo, hi):
         s += e[j]
@@ -224,7 +184,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
     return a - lo, np.float64(r[a] - m) - np.float64(log32(np.float32(s)))
 
 
-@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=STORAGE)
+@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=ARRAYS)
 def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     """Load row ``i`` into ``r`` with masked entries set to -inf; False on NaN/+inf.
 
@@ -384,7 +344,7 @@ def _chunk_sample(
     running sums, which is the first ``j`` with ``u s < c_j`` as the ``c_j``
     never decrease.
     """
-    # 3. e = exp32(l - m) (float32: 8 per instruction, a loop of its own) and
+    # 3. e = expf32(l - m) (float32: 8 per instruction, a loop of its own) and
     #    s = sum_j e_j in float64, in action order
     for i in range(rows):
         S[i] = 0.0
@@ -392,7 +352,7 @@ def _chunk_sample(
         Rj = R[j * CHUNK : (j + 1) * CHUNK]
         Ej = E[j * CHUNK : (j + 1) * CHUNK]
         for i in range(rows):
-            Ej[i] = exp32(np.float32(Rj[i] - M[i]))
+            Ej[i] = expf32(np.float32(Rj[i] - M[i]))
         for i in range(rows):
             S[i] += Ej[i]
     # 4. the action
@@ -521,7 +481,7 @@ def categorical(
 categorical_serial, categorical_parallel = categorical
 
 
-@kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)
+@kernel_pair(_CATEGORICAL_SIG, variants=ARRAYS)
 def multi_categorical(
     x,
     kind,

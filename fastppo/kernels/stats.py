@@ -29,7 +29,7 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair
+from fastppo._jit import inline, kernel_pair
 
 # A block of this many elements (32 KiB of float32, 64 KiB of float64) stays in
 # L1/L2 between the two passes, so the second pass costs no memory traffic.
@@ -202,64 +202,6 @@ def _update(x, valid, rows_per_super, rows_per_block, count_a, mean, var):  # pr
 
 
 update_serial, update_parallel = _update
-
-
-@kernel("i8(F_2, u1_2, u1_2, u1_2, f8, f8, f8, f8, f8_1w, f8_1w, f8_1w, F_2w)")
-def return_normalize(
-    rewards, terminated, truncated, valid, gamma, clip, epsilon, count_a, ret, mean, var, out
-):  # pragma: no cover - compiled
-    """SB3 VecNormalize's reward scaling over a ``[T, N]`` block, step by step.
-
-    Per step ``t`` and valid env ``i``: ``R_i = gamma*R_i + r_ti``; the valid
-    ``R`` of the step update ``(count, mean, var)`` (one Chan merge per step);
-    then ``out_ti = clip(r_ti / sqrt(var + epsilon), -clip, clip)`` for every
-    env (``clip <= 0`` means no clipping) and ``R_i = 0`` where the valid step
-    ended the episode. Invalid rows leave ``R`` and the statistics untouched.
-
-    ``rewards`` must be finite (checked by the caller: this kernel writes as it
-    goes). ``valid`` is uint8 ``[T, N]`` or ``[0, 0]`` for all rows. ``ret`` is
-    float64 ``[N]``; ``mean``/``var`` are float64 ``[1]``. Returns the number
-    of returns folded into the statistics.
-    """
-    n_steps, n_envs = rewards.shape
-    masked = valid.shape[0] > 0
-    ca = count_a
-    total = 0
-    for t in range(n_steps):
-        n = 0
-        s = 0.0
-        for i in range(n_envs):
-            if not masked or valid[t, i] != 0:
-                ret[i] = ret[i] * gamma + rewards[t, i]
-                s += ret[i]
-                n += 1
-        if n > 0:
-            # the same corrected two-pass moments as _update's single block
-            inv = 1.0 / n
-            m = s * inv
-            m2 = 0.0
-            c = 0.0
-            for i in range(n_envs):
-                if not masked or valid[t, i] != 0:
-                    dev = ret[i] - m
-                    c += dev
-                    m2 += dev * dev
-            m2 = m2 - c * c * inv
-            if m2 < 0.0:
-                m2 = 0.0
-            _merge_state(ca, mean, var, float(n), m, m2, 0)
-            ca += n
-            total += n
-        scale = math.sqrt(var[0] + epsilon)
-        for i in range(n_envs):
-            y = rewards[t, i] / scale
-            if clip > 0.0:
-                y = min(max(y, -clip), clip)
-            out[t, i] = y
-        for i in range(n_envs):
-            if (not masked or valid[t, i] != 0) and (terminated[t, i] != 0 or truncated[t, i] != 0):
-                ret[i] = 0.0
-    return total
 
 
 @kernel_pair("void(F_2, f8_1, f8_1, b1, f8, F_2w)")

@@ -1,7 +1,7 @@
 """Pure-numpy twins of ``fastppo.kernels.sampling``: the executable spec.
 
 Plain loops over envs, written to be read. The arithmetic mirrors the kernels
-operation for operation (same float32 ``exp32`` and ``log32``, same float32
+operation for operation (same float32 ``expf32`` and ``log32``, same float32
 Box-Muller normals, same float64 accumulation order, the same C-library
 ``math`` calls elsewhere), so for a fixed ``(seed, counter)`` the sampled
 actions and log-probabilities agree exactly; see the kernel module for the
@@ -15,52 +15,17 @@ import math
 
 import numpy as np
 
+from fastppo.reference.fastmath import expf32
 from fastppo.reference.rng import env_normals, env_uniforms, log32
 
 _f32 = np.float32
-_LOG2E = _f32(1.44269504088896341)
-_C1 = _f32(0.693359375)
-_C2 = _f32(-2.12194440e-4)
-_SHIFT = _f32(12582912.0)
-_P = [
-    _f32(1.9875691500e-4),
-    _f32(1.3981999507e-3),
-    _f32(8.3334519073e-3),
-    _f32(4.1665795894e-2),
-    _f32(1.6666665459e-1),
-    _f32(5.0000001201e-1),
-]
-_LO = _f32(-87.0)
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def exp32(x: np.ndarray) -> np.ndarray:
-    """The kernels' float32 exp for ``x <= 0``: Cody-Waite + Cephes expf polynomial.
-
-    ``x = k ln2 + r`` (``ln2 = C1 + C2``), ``exp(r) ~ 1 + r + r^2 P(r)``,
-    ``2**k`` from exponent bits; ``x <= -87`` gives 0. Each step is one
-    float32 IEEE operation, exactly as compiled.
-    """
-    x = np.asarray(x, dtype=np.float32)
-    xc = np.where(x > _LO, x, _LO).astype(np.float32)
-    kd = (xc * _LOG2E).astype(np.float32) + _SHIFT
-    ki = kd.view(np.int32)
-    k = kd - _SHIFT
-    r = xc - k * _C1
-    r = r - k * _C2
-    z = r * r
-    y = _P[0] * r + _P[1]
-    for p in _P[2:]:
-        y = y * r + p
-    y = y * z + r + _f32(1.0)
-    sc = ((ki + np.int32(127)) << np.int32(23)).astype(np.int32).view(np.float32)
-    return np.where(x > _LO, y * sc, _f32(0.0)).astype(np.float32)
 
 
 def _segment(r: np.ndarray, u: float, deterministic: bool) -> tuple[int, float]:
     """Inverse-CDF draw from ``softmax(r)``; ``r`` float32/float64 with -inf = masked."""
     m = r.max()
-    e = exp32((r - m).astype(np.float32))
+    e = expf32((r - m).astype(np.float32))
     s = 0.0
     for v in e:
         s += float(v)
