@@ -54,8 +54,8 @@ CALLS = {
         "n_actions=3, dtype='float16', seed=0, counter=0)"
     ),
     "sample_gaussian_bytes": (
-        "fastppo.sample_gaussian_bytes(lg.tobytes(), n_envs=N, action_dim=3, "
-        "dtype='float32', seed=0, counter=0)"
+        "fastppo.sample_gaussian_bytes(lg[:, :2].astype(np.float16).tobytes(), n_envs=N, "
+        "action_dim=1, dtype='float16', seed=0, counter=0)"
     ),
     "RunningMeanStd.update": "fastppo.RunningMeanStd((3,)).update(lg)",
     "ReturnNormalizer.normalize": "fastppo.ReturnNormalizer(N).normalize(r[0], te[0], te[0])",
@@ -93,8 +93,9 @@ def first_call(src: Path, call: str, timeout_s: float = 900.0) -> dict[str, floa
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            check=True,
         )
+    if out.returncode:
+        raise RuntimeError(f"{call} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

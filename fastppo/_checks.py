@@ -240,8 +240,21 @@ def check_out(
     dtype: np.dtype,
     contiguous: bool = False,
 ) -> np.ndarray:
-    """A writeable output buffer of exactly ``shape`` and ``dtype`` (C-contiguous if asked)."""
+    """A writeable output buffer of exactly ``shape`` and ``dtype`` (C-contiguous if asked).
+
+    It is written in place, so it must be an array or a buffer numpy can view
+    (a list would be copied and the result lost), and no two of its elements
+    may share memory (a zero-stride or other self-overlapping view).
+    """
     o = as_array(fn, name, out)
+    if o is not out and o.flags.owndata:
+        fail(
+            fn,
+            name,
+            "an array or a writeable buffer (it is written in place)",
+            describe(out)[:80],
+            exc=TypeError,
+        )
     if o.dtype != dtype:
         fail(fn, name, f"dtype {dtype}", f"dtype {o.dtype}", exc=TypeError)
     if o.shape != shape:
@@ -250,7 +263,23 @@ def check_out(
         fail(fn, name, "writeable", "a read-only array")
     if contiguous and not o.flags.c_contiguous:
         fail(fn, name, "C-contiguous", "a strided array")
+    if not o.flags.c_contiguous and not _elements_distinct(o):
+        fail(fn, name, "an array whose elements do not overlap", f"strides {o.strides}")
     return o
+
+
+def _elements_distinct(a: np.ndarray) -> bool:
+    """True when no two elements of ``a`` can share memory (a sufficient test).
+
+    Axes sorted by stride: each stride must clear the extent of the smaller
+    axes. A zero-stride axis (a broadcast view) of length > 1 fails it.
+    """
+    extent = a.itemsize
+    for stride, n in sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1):
+        if stride < extent:
+            return False
+        extent += stride * (n - 1)
+    return True
 
 
 def check_out_pair(

@@ -61,6 +61,7 @@ class _Sweep:
     __slots__ = (
         "dt",
         "fv",
+        "given",
         "has_final",
         "has_trunc",
         "has_valid",
@@ -83,6 +84,16 @@ class _Sweep:
         final_values: ArrayLike,
         valid: ArrayLike,
     ) -> None:
+        # the caller's arrays as given: an out= buffer must not overlap them
+        # even where validation read a copy (the caller's input would change)
+        self.given: dict[str, Any] = {
+            "rewards": rewards,
+            "last_values": last_values,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_values": final_values,
+            "valid": valid,
+        }
         r = C.float_array(fn, "rewards", rewards)
         self.dt = dt = r.dtype
         self.one_d = r.ndim == 1
@@ -198,7 +209,19 @@ class _Sweep:
             outs: tuple[np.ndarray, ...] = (o,)
         else:
             outs = C.check_out_pair(fn, out, (shape, shape), (dt, dt), (names[0], names[1]))
-        C.check_no_overlap(fn, outs, inputs)
+        # every array the kernel reads, flags included, and the caller's own
+        # arrays (a uint8 view of an output buffer passed as a flag array)
+        read = {**inputs, "terminated": self.term}
+        if self.has_trunc:
+            read["truncated"] = self.trunc
+        if self.has_final:
+            read["final_values"] = self.fv
+        if self.has_valid:
+            read["valid"] = self.valid
+        C.check_no_overlap(fn, outs, read)
+        C.check_no_overlap(
+            fn, outs, {k: x for k, x in self.given.items() if isinstance(x, np.ndarray)}
+        )
         return outs
 
 
@@ -304,6 +327,7 @@ def _gae_general(
     g, lam = _gamma_lambda(fn, gamma, gae_lambda, "gae_lambda")
     s.check_bootstrap(fn)
     v2 = _as_2d(v)
+    s.given["values"] = values
     adv, ret = s.outputs(
         fn, out, ("advantages", "returns"), {"rewards": s.r, "values": v2, "last_values": s.last}
     )
@@ -423,6 +447,7 @@ def vtrace(
     pb = C.check_positive(fn, "pg_rho_bar", pg_rho_bar)
     s.check_bootstrap(fn)
     arrays = {"rewards": s.r, "values": v2, "last_values": s.last, **logps}
+    s.given.update(values=values, behavior_logp=behavior_logp, target_logp=target_logp)
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays)
     par, block = s.block(memory_bound=False)
     kern = K.vtrace_kernel[1] if par else K.vtrace_kernel[0]
