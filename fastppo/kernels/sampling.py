@@ -123,12 +123,14 @@ def _first_bad(bad):  # pragma: no cover - compiled
     return -1
 
 
-@inline
+@kernel("void(i8, i8, i8, i8, i8, i8, i8, f8_1w)")
 def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # pragma: no cover
     """``u[k * CHUNK + i]`` = uniform ``k`` of env ``env0 + i``, for ``i < rows``, ``k < n_uni``.
 
     Rows are the inner loop: the Philox rounds of different envs are
-    independent, so LLVM runs several envs per vector register.
+    independent, so LLVM runs several envs per vector register. Compiled on
+    its own: it does not depend on the logits' dtype, so every sampler
+    variant shares one compile of the (large) unrolled Philox.
     """
     for b in range((n_uni + 1) // 2):
         # views indexed from 0: no negative-index wrap for LLVM to keep
@@ -713,6 +715,39 @@ def gaussian(
     return -1
 
 
+@kernel("void(i8, i8, i8, i8, i8, i8, i8, i4_1w, i4_1w, f4_1w, f4_1w)")
+def chunk_normals(
+    seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_pair, ia, ib, zc, zs
+):  # pragma: no cover - compiled
+    """Box-Muller pairs ``p < n_pair`` of envs ``env0 + i``, ``i < rows``: cosines in
+    ``zc[p * CHUNK + i]``, sines in ``zs[p * CHUNK + i]`` (``ia``/``ib`` scratch).
+
+    Philox for every (block, env) of the chunk with envs innermost, then
+    Box-Muller as a separate pass: both loops vectorise (8 float32 normals per
+    instruction), the Philox one on 4 envs per register. All four words of a
+    block are used: pair 2b from (w0, w1), pair 2b + 1 from (w2, w3).
+    Compiled on its own, shared by every Gaussian sampler variant.
+    """
+    n_blk = (n_pair + 1) // 2
+    # views indexed from 0: no negative-index wrap for LLVM to keep
+    for b in range(n_blk):
+        ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        for i in range(rows):
+            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
+            ia0[i], ib0[i] = normal_words(w0, w1)
+            ia1[i], ib1[i] = normal_words(w2, w3)
+    for p in range(n_pair):
+        iap = ia[p * CHUNK : (p + 1) * CHUNK]
+        ibp = ib[p * CHUNK : (p + 1) * CHUNK]
+        zcp = zc[p * CHUNK : (p + 1) * CHUNK]
+        zsp = zs[p * CHUNK : (p + 1) * CHUNK]
+        for i in range(rows):
+            zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+
+
 @kernel(
     "void(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w, i8, f8_1, f8_1)",
     variants=STORAGE,
@@ -757,34 +792,13 @@ def _gaussian_task(
     for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
         i0 = c * CHUNK
         rows = min(n, i0 + CHUNK) - i0
-        # Philox for every (block, env) of the chunk with envs innermost, then
-        # Box-Muller as a separate pass: both loops vectorise (8 float32
-        # normals per instruction), the Philox one on 4 envs per register.
-        # All four words of a block are used: pair 2b from (w0, w1), pair
-        # 2b + 1 from (w2, w3).
         if deterministic:
             zc[:] = 0.0
             zs[:] = 0.0
         else:
-            # views indexed from 0: no negative-index wrap for LLVM to keep
-            for b in range(n_blk):
-                ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-                ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-                ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
-                ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
-                for i in range(rows):
-                    w0, w1, w2, w3 = env_block(
-                        seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0 + i, b
-                    )
-                    ia0[i], ib0[i] = normal_words(w0, w1)
-                    ia1[i], ib1[i] = normal_words(w2, w3)
-            for p in range(n_pair):
-                iap = ia[p * CHUNK : (p + 1) * CHUNK]
-                ibp = ib[p * CHUNK : (p + 1) * CHUNK]
-                zcp = zc[p * CHUNK : (p + 1) * CHUNK]
-                zsp = zs[p * CHUNK : (p + 1) * CHUNK]
-                for i in range(rows):
-                    zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+            chunk_normals(
+                seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_pair, ia, ib, zc, zs
+            )
         # then dimension by dimension with envs innermost: the normals are
         # read contiguously and the log-density accumulates per env in
         # ``lacc`` (same j order as a row loop, so the same float64 sums).
