@@ -289,6 +289,10 @@ def gae(
     ``A_t = delta_t + gamma * lambda * (1 - cut_t) * A_{t+1}``, where ``nv_t`` and
     ``cut_t`` follow the module's bootstrap rules. Raises ``ValueError`` when
     ``truncated`` has a True and neither ``final_values`` nor ``valid`` is given.
+    Results are computed in the inputs' dtype: in float32, a result whose true
+    value exceeds float32's range (about 3.4e38) saturates to +-inf, as
+    IEEE arithmetic does, without an error (the inputs are finite; only their
+    sums overflow). Pass float64 arrays for such data.
 
     References
     ----------
@@ -404,6 +408,10 @@ def vtrace(
     boundary. On-policy (rho = 1, c_bar >= 1, rho_bar >= 1),
     ``vs - values == gae(..., gae_lambda=lam)[0]`` up to rounding. Equals rlax
     for ``c_bar = 1`` and ``lam = 1``.
+    Results are computed in the inputs' dtype: in float32, a result whose true
+    value exceeds float32's range (about 3.4e38) saturates to +-inf, as
+    IEEE arithmetic does, without an error (the inputs are finite; only their
+    sums overflow). Pass float64 arrays for such data.
 
     References
     ----------
@@ -502,6 +510,10 @@ def discounted_returns(
     Equals ``gae(..., gae_lambda=1) advantages + values`` whatever the values
     (the value terms telescope); this is the Monte-Carlo target of PPO's value
     loss when lambda = 1.
+    Results are computed in the inputs' dtype: in float32, a result whose true
+    value exceeds float32's range (about 3.4e38) saturates to +-inf, as
+    IEEE arithmetic does, without an error (the inputs are finite; only their
+    sums overflow). Pass float64 arrays for such data.
     """
     ret_fast = _fast.discounted_returns(
         rewards, last_values, terminated, truncated, final_values, valid, gamma, out

@@ -285,6 +285,14 @@ class RunningMeanStd:
             m, rpb = self._layout
             mask = _NO_MASK_1D if v is None else v
             n = _k.update_parallel(x, mask, m, rpb, float(self._count), self._mean, self._var)
+        if n == -2:
+            fail(
+                fn,
+                "batch",
+                "values whose merge with the running state keeps the variance finite",
+                "a batch so far from the state's mean that the merged variance overflows; "
+                "the state is unchanged",
+            )
         if n < 0:
             _raise_nonfinite(fn, "batch", a, rows, v)
         self._count += int(n)
@@ -312,8 +320,18 @@ class RunningMeanStd:
             # int / int is correctly rounded in Python even beyond 2**53
             w_a = n_a / (n_a + n_b)
             w_b = n_b / (n_a + n_b)
-            delta = other._mean - self._mean
-            new_var = self._var * w_a + other._var * w_b + delta * delta * (w_a * w_b)
+            with np.errstate(over="ignore", invalid="ignore"):
+                delta = other._mean - self._mean
+                new_var = self._var * w_a + other._var * w_b + delta * delta * (w_a * w_b)
+            if not (np.isfinite(delta).all() and np.isfinite(new_var).all()):
+                j = int(np.flatnonzero(~(np.isfinite(delta) & np.isfinite(new_var)))[0])
+                fail(
+                    fn,
+                    "other",
+                    "a state whose merge with this one has a variance that fits in float64",
+                    f"means {self._mean.flat[j]:g} and {other._mean.flat[j]:g} at feature {j}; "
+                    "this state is unchanged",
+                )
             self._mean += delta * w_b
             np.copyto(self._var, new_var)
         self._count = n_a + n_b
@@ -565,6 +583,11 @@ class ReturnNormalizer:
         Returns
         -------
         ndarray like ``rewards``: the scaled, clipped rewards.
+
+        Raises ``ValueError``, with the state and ``out`` unchanged, when a
+        discounted return of the block could reach 1e150 in magnitude
+        (``RETURN_LIMIT``, checked from the rewards before any write): past it
+        the variance of the returns could overflow float64.
         """
         fast = self._normalize_fast(rewards, terminated, truncated, valid, out)
         if fast is not None:
@@ -596,6 +619,14 @@ class ReturnNormalizer:
         o2 = res.reshape(shape2) if direct else np.empty(shape2, a.dtype)
         step = self._cy.step_f32 if a.dtype == np.float32 else self._cy.step_f64
         n = step(r2, term.reshape(shape2), trunc.reshape(shape2), v, o2, *self._step_args())
+        if n == -2:
+            fail(
+                fn,
+                "rewards",
+                f"rewards whose discounted returns stay below {_cy.RETURN_LIMIT:g} in magnitude "
+                "(so their variance fits in float64)",
+                "rewards that could take them past it; state and out are unchanged",
+            )
         self._rms._count += n
         self._rms._scale = None
         if not direct:

@@ -566,3 +566,18 @@ def test_kernels_release_the_gil():
     # returned (it needs the GIL even to leave started.wait()), so it would
     # count ~0 ticks. Released, it spins for the whole call.
     assert ticks > 1000
+
+
+def test_float32_results_beyond_float32_range_saturate_as_documented():
+    """Finite float32 inputs whose true results exceed float32 give +-inf (documented
+    in each sweep's Notes); the same data in float64 is finite."""
+    r = np.full((4, 1), 3e38, np.float32)
+    z, lv, te = np.zeros_like(r), np.zeros(1, np.float32), np.zeros((4, 1), bool)
+    adv, _ = fastppo.gae(r, z, lv, te, gamma=1.0, gae_lambda=1.0)
+    ret = fastppo.discounted_returns(r, lv, te, gamma=1.0)
+    vs, _ = fastppo.vtrace(z, z, r, z, lv, te, gamma=1.0)
+    for x in (adv, ret, vs):
+        assert x.dtype == np.float32 and np.isposinf(x[:3]).all() and x[3] == np.float32(3e38)
+    r64, z64, lv64 = (x.astype(np.float64) for x in (r, z, lv))
+    assert np.isfinite(fastppo.gae(r64, z64, lv64, te, gamma=1.0)[0]).all()
+    assert "saturates to +-inf" in fastppo.gae.__doc__

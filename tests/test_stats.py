@@ -758,3 +758,68 @@ def test_missing_extension_is_an_import_error_naming_the_build() -> None:
 def test_exports() -> None:
     for name in ("RunningMeanStd", "ReturnNormalizer", "normalize_returns", "denormalize_values"):
         assert getattr(fastppo, name) is getattr(fastppo.stats, name)
+
+
+# -- variance overflow: an error, never var = inf or 0 (issue 13, class 7) ----------
+@pytest.mark.parametrize("path", ["cython", "numba"])
+def test_update_whose_merge_overflows_raises_and_leaves_state(path, monkeypatch) -> None:
+    from fastppo import _dispatch
+
+    if path == "numba":
+        monkeypatch.setattr(_dispatch, "PARALLEL_MIN_STATS", 0)
+    rms = RunningMeanStd((2,))
+    rms.update(np.array([[1e300, 1.0], [1e300, 2.0]]))
+    state = (rms.mean.copy(), rms.var.copy(), rms.count)
+    with pytest.raises(
+        ValueError,
+        match=r"RunningMeanStd.update: batch must be values whose merge with the running state "
+        r"keeps the variance finite, .*the state is unchanged",
+    ):
+        rms.update(np.array([[-1e300, 1.0], [-1e300, 3.0]]))
+    np.testing.assert_array_equal(rms.mean, state[0])
+    np.testing.assert_array_equal(rms.var, state[1])
+    assert rms.count == state[2]
+    rms.update(np.array([[1e300, 5.0]]))  # a batch that does fit still folds in
+    assert rms.count == 3 and np.isfinite(rms.var).all()
+
+
+def test_merge_whose_variance_overflows_raises_and_leaves_state() -> None:
+    a, b = RunningMeanStd((1,)), RunningMeanStd((1,))
+    a.update(np.full((2, 1), 1e300))
+    b.update(np.full((2, 1), -1e300))
+    with pytest.raises(
+        ValueError,
+        match=r"RunningMeanStd.merge: other must be a state whose merge with this one has a "
+        r"variance that fits in float64, got means 1e\+300 and -1e\+300 at feature 0",
+    ):
+        a.merge(b)
+    assert a.count == 2 and a.mean[0] == 1e300 and a.var[0] == 0.0
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_return_normalizer_refuses_returns_beyond_the_limit(dtype) -> None:
+    limit = cy_stats.RETURN_LIMIT
+    assert limit == 1e150
+    rn = ReturnNormalizer(2, gamma=0.99)
+    f = np.zeros(2, bool)
+    rn.normalize(np.array([1.0, -1.0], dtype), f, f)
+    state = rn.state_dict()
+    big = np.array([1e151, -1e151]) if dtype == np.float64 else np.array([3e38, 1.0], dtype)
+    out = np.full(2, 7.0, dtype)
+    if dtype == np.float32:  # float32 rewards cannot reach the limit: they pass
+        rn.normalize(big, f, f, out=out)
+        assert np.isfinite(rn.rms.var)
+        return
+    for block in (big, np.stack([big, big])):
+        o = np.full(block.shape, 7.0, dtype)
+        with pytest.raises(
+            ValueError,
+            match=r"ReturnNormalizer.normalize: rewards must be rewards whose discounted returns "
+            r"stay below 1e\+150 in magnitude .*state and out are unchanged",
+        ):
+            rn.normalize(block, np.zeros(block.shape, bool), np.zeros(block.shape, bool), out=o)
+        assert (o == 7.0).all()
+        assert rn.state_dict() == state
+    # a step's returns just inside the bound fold in with a finite variance
+    rn.normalize(np.array([1e149, -1e149]), f, f, out=out)
+    assert np.isfinite(rn.rms.var) and rn.rms.var > 0

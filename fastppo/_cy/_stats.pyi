@@ -15,6 +15,8 @@ class Updater:
         self, x: np.ndarray, out: np.ndarray, epsilon: float, normalize: bool, clip: float
     ) -> None: ...
 
+RETURN_LIMIT: float
+
 class ReturnScaler:
     def __init__(self, ret: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None: ...
     def step_f32(

@@ -18,12 +18,33 @@ References: Chan, Golub & LeVeque (1983), "Algorithms for computing the sample
 variance: analysis and recommendations", The American Statistician 37(3).
 """
 
-from libc.math cimport isfinite, sqrt
+from libc.math cimport fabs, fmax, isfinite, sqrt
 from libc.stdlib cimport calloc, free
 
 ctypedef fused floating:
     float
     double
+
+
+# The largest magnitude of a discounted return (and of the running mean) a
+# ReturnNormalizer accepts: its square, and so every variance it merges, stays
+# far inside float64 (1e300 < 1.8e308).
+RETURN_LIMIT = 1e150
+cdef double _RETURN_LIMIT = RETURN_LIMIT
+
+cdef inline bint _merge_finite(double count_a, double mean_a, double var_a, double n_b,
+                              double mean_b, double m2_b) noexcept nogil:
+    # what _merge_state would store, without storing it: a merge of two finite
+    # states can still overflow (delta**2 of means near +-1e300)
+    cdef double tot, w_a, w_b, delta
+    if count_a == 0.0:
+        return isfinite(m2_b / n_b)
+    tot = count_a + n_b
+    w_a = count_a / tot
+    w_b = n_b / tot
+    delta = mean_b - mean_a
+    return isfinite(mean_a + delta * w_b) and isfinite(
+        var_a * w_a + (m2_b / n_b) * w_b + delta * delta * (w_a * w_b))
 
 
 cdef inline void _merge_state(double count_a, double* mean, double* var,
@@ -113,11 +134,13 @@ cdef Py_ssize_t _update(const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
                         double count_a, double* mean, double* var) noexcept nogil:
     # Blocks are merged into the accumulator (acc_mean, acc_m2) as they finish,
     # in block order -- the order of the Numba kernel's serial combine.
+    # Returns the rows folded in, or (state untouched) -1: batch moments not
+    # finite, -2: the merge with the state would overflow, -4: out of memory.
     cdef Py_ssize_t w = rows_per_super * n_feat, r0, r1, j, k, n, n_b = 0
     cdef double wb, f, delta
     cdef double* buf = <double*> calloc(3 * w + 2 * n_feat, sizeof(double))
     if buf == NULL:
-        return -2
+        return -4  # out of memory
     cdef double* s = buf
     cdef double* dv = buf + w
     cdef double* q = buf + 2 * w
@@ -148,6 +171,10 @@ cdef Py_ssize_t _update(const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
             if not (isfinite(acc_mean[j]) and isfinite(acc_m2[j])):
                 free(buf)
                 return -1
+        for j in range(n_feat):
+            if not _merge_finite(count_a, mean[j], var[j], <double> n_b, acc_mean[j], acc_m2[j]):
+                free(buf)
+                return -2
         for j in range(n_feat):
             _merge_state(count_a, mean, var, <double> n_b, acc_mean[j], acc_m2[j], j)
     free(buf)
@@ -257,7 +284,7 @@ cdef class Updater:
         return 0
 
     cdef Py_ssize_t _run(self, const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
-                         const unsigned char[::1] valid, double count_a) except? -3:
+                         const unsigned char[::1] valid, double count_a) except? -5:
         cdef bint masked = valid is not None
         cdef const unsigned char* vp = NULL
         cdef Py_ssize_t n
@@ -271,7 +298,7 @@ cdef class Updater:
         with nogil:
             n = _update(x, n_rows, n_feat, vp, masked, self.rows_per_super,
                         self.rows_per_block, count_a, &self.mean[0], &self.var[0])
-        if n == -2:
+        if n == -4:
             raise MemoryError()
         return n
 
@@ -285,9 +312,22 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
     # of fastppo.kernels.stats._update), then one Chan merge
     cdef Py_ssize_t t, i, k, n, total = 0
     cdef double s, inv, m, m2, c, dev, scale, y, ca = count_a
-    for k in range(n_steps * n_envs):
-        if not isfinite(r[k]):
-            return -1  # before anything is written
+    cdef double bound = 0.0, step_max
+    for i in range(n_envs):
+        bound = fmax(bound, fabs(ret[i]))
+    for t in range(n_steps):
+        step_max = 0.0
+        for i in range(n_envs):
+            k = t * n_envs + i
+            if not isfinite(r[k]):
+                return -1  # before anything is written
+            step_max = fmax(step_max, fabs(r[k]))
+        bound += step_max
+    # |R| <= bound for every return of the block (gamma <= 1); with |mean| too
+    # below RETURN_LIMIT every merged variance stays below 3 * RETURN_LIMIT**2,
+    # finite. Checked before anything is written.
+    if not (bound + fabs(mean[0]) < _RETURN_LIMIT):
+        return -2
     for t in range(n_steps):
         n = 0
         s = 0.0
@@ -346,7 +386,8 @@ cdef class ReturnScaler:
     ``step1_*`` the ``[N]`` buffers of one step; they raise ``ValueError`` on a shape
     mismatch or an ``out`` overlapping the rewards, and return the number of
     returns folded into the statistics, or -1 (nothing written) when a reward
-    is not finite.
+    is not finite, -2 (nothing written) when a return could reach
+    ``RETURN_LIMIT`` in magnitude.
     """
     cdef double[::1] ret
     cdef double[::1] mean

@@ -54,6 +54,21 @@ def layout(n_features: int) -> tuple[int, int]:
 
 
 @inline
+def _merge_finite(count_a, mean_a, var_a, n_b, mean_b, m2_b):  # pragma: no cover - compiled
+    """Whether :func:`_merge_state` would store finite values (a merge of two
+    finite states still overflows when the means are near +-1e300)."""
+    if count_a == 0.0:
+        return math.isfinite(m2_b / n_b)
+    tot = count_a + n_b
+    w_a = count_a / tot
+    w_b = n_b / tot
+    delta = mean_b - mean_a
+    return math.isfinite(mean_a + delta * w_b) and math.isfinite(
+        var_a * w_a + (m2_b / n_b) * w_b + delta * delta * (w_a * w_b)
+    )
+
+
+@inline
 def _merge_state(count_a, mean, var, n_b, mean_b, m2_b, j):  # pragma: no cover - compiled
     # Chan et al. in variance form: with w_a = n_a/n and w_b = n_b/n,
     # mean = mean_a + delta*w_b and var = var_a*w_a + var_b*w_b + delta^2*w_a*w_b.
@@ -158,8 +173,9 @@ def _update(x, valid, rows_per_super, rows_per_block, count_a, mean, var):  # pr
     -------
     int
         The number of rows folded in, 0 when none was valid (state untouched),
-        or -1 when the batch moments are not finite (a NaN/inf in a valid row,
-        or values whose squares overflow float64); the state is then untouched.
+        -1 when the batch moments are not finite (a NaN/inf in a valid row,
+        or values whose squares overflow float64), -2 when merging them into
+        the state would overflow; the state is then untouched.
     """
     n_rows, n_feat = x.shape
     masked = valid.shape[0] > 0
@@ -196,6 +212,9 @@ def _update(x, valid, rows_per_super, rows_per_block, count_a, mean, var):  # pr
     for j in range(n_feat):
         if not (math.isfinite(s[0, j]) and math.isfinite(q[0, j])):
             return -1
+    for j in range(n_feat):
+        if not _merge_finite(count_a, mean[j], var[j], float(n_b), s[0, j], q[0, j]):
+            return -2
     for j in range(n_feat):
         _merge_state(count_a, mean, var, float(n_b), s[0, j], q[0, j], j)
     return n_b
