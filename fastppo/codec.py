@@ -23,6 +23,7 @@ Conversions:
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -93,6 +94,8 @@ def check_dtype(fn: str, name: str, dtype: Any, allowed: tuple[str, ...] = DTYPE
 def byte_view(fn: str, name: str, buf: Any) -> np.ndarray:
     """A zero-copy 1-D uint8 view of any C-contiguous buffer-protocol object."""
     if isinstance(buf, np.ndarray):
+        if buf.dtype.hasobject:
+            fail(fn, name, "a buffer of plain values", "an array of Python objects", exc=TypeError)
         if not buf.flags.c_contiguous:
             fail(
                 fn,
@@ -211,7 +214,7 @@ def decode(buf: Any, dtype: str, shape: Any = None, *, out_dtype: str | None = N
         shp: tuple[int, ...] = (raw.shape[0] // size,)
     else:
         shp = _shape(fn, shape)
-    count = int(np.prod(shp, dtype=np.int64))
+    count = math.prod(shp)  # a Python int: a huge shape cannot wrap to a small count
     st = typed_view(fn, "buf", buf, dtype, count, f"shape {shp}")
     if dtype in ("float16", "bfloat16"):
         vals = np.empty(count, dtype=np.float32)
@@ -254,31 +257,39 @@ def _float_to_int(fn: str, arg: str, vals: np.ndarray, dtype: str) -> np.ndarray
     return t.astype(_STORAGE[dtype] if dtype != "bool" else np.uint8)
 
 
+# Significand bits and largest finite value of each float wire dtype: an
+# integer is exact in the format when its odd part has at most that many bits
+# and it does not exceed the largest finite value.
+_FLOAT_FORMAT = {
+    "float16": (11, 65504),
+    "bfloat16": (8, 2**64),  # bfloat16's range (~3.4e38) holds every 64-bit integer
+    "float32": (24, 2**64),
+    "float64": (53, 2**64),
+}
+
+
 def _check_int_exact(fn: str, arg: str, vals: np.ndarray, dtype: str) -> None:
-    """Integers must survive the trip to float ``dtype`` unchanged."""
-    if vals.size == 0:
+    """Integers must survive the trip to float ``dtype`` unchanged.
+
+    Decided on the integers themselves (no float64 detour, which would round
+    int64/uint64 beyond 2**53 first): ``|v| = odd * 2**k`` is exact with a
+    ``p``-bit significand when ``odd < 2**p`` and ``|v|`` is in range.
+    """
+    if vals.size == 0 or vals.dtype.kind == "b":
         return
-    if dtype == "float64":
-        big = np.abs(vals.astype(np.int64)) > 2**53  # beyond 2**53 only some are exact
-        if not big.any():
-            return
-        back = vals.astype(np.float64).astype(np.int64)
-    elif dtype in ("float16", "bfloat16"):
-        f = vals.astype(np.float64)
-        bits = np.empty(vals.size, dtype=np.uint16)
-        encode_half(f.reshape(-1), bits, dtype == "bfloat16")
-        dec = np.empty(vals.size, dtype=np.float32)
-        decode_half(bits, dec, dtype == "bfloat16")
-        with np.errstate(invalid="ignore"):
-            ok = dec.astype(np.float64) == f.reshape(-1)
-        _first_bad(fn, arg, vals, ~ok, f"integers exactly representable in {dtype}")
-        return
+    bits, largest = _FLOAT_FORMAT[dtype]
+    v = vals.reshape(-1)
+    if v.dtype.kind == "i":
+        u = v.astype(np.int64).view(np.uint64)
+        mag = np.where(v < 0, ~u + np.uint64(1), u)  # two's complement |v|, INT64_MIN too
     else:
-        back = vals.astype(np.float64).astype(np.float32).astype(np.float64)
-        ok = back == vals.astype(np.float64)
-        _first_bad(fn, arg, vals, ~ok, f"integers exactly representable in {dtype}")
-        return
-    _first_bad(fn, arg, vals, back != vals, f"integers exactly representable in {dtype}")
+        mag = v.astype(np.uint64)
+    low = mag & (~mag + np.uint64(1))  # lowest set bit (0 for 0)
+    odd = mag // np.maximum(low, np.uint64(1))
+    ok = odd < np.uint64(2**bits)
+    if largest < 2**64:
+        ok &= mag <= np.uint64(largest)
+    _first_bad(fn, arg, vals, ~ok, f"integers exactly representable in {dtype}")
 
 
 def encode_into(fn: str, arg: str, a: np.ndarray, dtype: str) -> np.ndarray:
@@ -300,6 +311,8 @@ def encode_into(fn: str, arg: str, a: np.ndarray, dtype: str) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):  # IEEE overflow/NaN are the rule
             return np.ascontiguousarray(a, dtype=st).reshape(-1)
     # integer or bool targets
+    if k == "f" and dtype == "bool":
+        _first_bad(fn, arg, a, (a != 0) & (a != 1), "0 or 1 for bool")
     if k == "f":
         return _float_to_int(fn, arg, a, dtype).reshape(-1)
     if k == "b":

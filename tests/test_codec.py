@@ -241,7 +241,7 @@ def test_encode_floats_to_ints_truncate_toward_zero() -> None:
         (np.array([np.nan]), "int16", "finite and within"),
         (np.array([np.inf], np.float32), "uint8", "finite and within"),
         (np.array([2]), "bool", r"within \[0, 1\]"),
-        (np.array([0.0, 1.5, 2.0]), "bool", "after truncation, got 2.0 at flat index 2"),
+        (np.array([0.0, 1.5, 2.0]), "bool", "0 or 1 for bool, got 1.5 at flat index 1"),
         (np.array([2049]), "float16", "integers exactly representable in float16, got 2049"),
         (np.array([257]), "bfloat16", "exactly representable in bfloat16"),
         (np.array([2**24 + 1]), "float32", "exactly representable in float32"),
@@ -302,3 +302,80 @@ def test_float32_round_trip_property(a: np.ndarray) -> None:
         np.testing.assert_array_equal(back, a)  # NaN == NaN for assert_array_equal
     h = codec.decode(codec.encode(a, "float16"), "float16")
     np.testing.assert_array_equal(h, _np_f16_bits(a).view(np.float16).astype(np.float32))
+
+
+# -- exactness at the edges (issue 13, class 8) ---------------------------------------
+def _exact_oracle(v: int, dtype: str) -> bool:
+    """Python ints: float(v) rounds correctly, so v is exact in float64 iff it
+    round-trips; a narrower format holds v iff it holds the (exact) double."""
+    if int(float(v)) != v:
+        return False
+    f = float(v)
+    if dtype == "float64":
+        return True
+    if dtype == "float32":
+        return float(np.float32(f)) == f
+    if dtype == "float16":
+        with np.errstate(over="ignore"):
+            return float(np.float16(f)) == f
+    return float(codec.decode(codec.encode(np.array([f]), "bfloat16"), "bfloat16")[0]) == f
+
+
+@pytest.mark.parametrize(
+    ("value", "np_dtype", "dtype", "exact"),
+    [
+        (2**53 + 1, np.int64, "float32", False),
+        (2**53 + 1, np.int64, "float64", False),
+        (2**64 - 1, np.uint64, "float64", False),
+        (2**63 + 2048, np.uint64, "float64", True),
+        (2**63, np.uint64, "float32", True),
+        (-(2**63), np.int64, "float32", True),
+        (-(2**63) + 1, np.int64, "float64", False),
+        (65504, np.int64, "float16", True),
+        (65505, np.int64, "float16", False),
+        (2**17, np.int64, "float16", False),  # beyond float16's range
+        (2**40, np.uint64, "bfloat16", True),
+        (257, np.int16, "bfloat16", False),
+    ],
+)
+def test_integer_to_float_exactness_edges(value, np_dtype, dtype, exact) -> None:
+    assert _exact_oracle(value, dtype) == exact
+    arr = np.array([value], np_dtype)
+    if exact:
+        got = codec.decode(codec.encode(arr, dtype), dtype, out_dtype="float64")
+        assert int(got[0]) == value
+    else:
+        with pytest.raises(ValueError, match=f"integers exactly representable in {dtype}"):
+            codec.encode(arr, dtype)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    v=st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1)),
+    dtype=st.sampled_from(["float16", "bfloat16", "float32", "float64"]),
+)
+def test_integer_exactness_matches_an_independent_oracle(v, dtype) -> None:
+    arr = np.array([v], np.int64 if v < 2**63 else np.uint64)
+    try:
+        codec.encode(arr, dtype)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted == _exact_oracle(v, dtype)
+
+
+def test_bool_target_takes_only_0_and_1() -> None:
+    assert codec.encode(np.array([0.0, 1.0, -0.0]), "bool") == b"\x00\x01\x00"
+    for bad in (0.5, 2.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match=r"encode: array must be 0 or 1 for bool"):
+            codec.encode(np.array([1.0, bad]), "bool")
+
+
+def test_decode_refuses_object_arrays_and_reports_huge_shapes_exactly() -> None:
+    with pytest.raises(TypeError, match="decode: buf must be a buffer of plain values"):
+        codec.decode(np.array([b"a"], dtype=object), "float32")
+    with pytest.raises(
+        ValueError,
+        match=r"decode: buf must be 73786976294838206464 bytes \(shape \(4611686018427387904, 4\)",
+    ):
+        codec.decode(b"\x00" * 8, "float32", shape=(2**62, 4))
