@@ -14,6 +14,9 @@ a large cost.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import numpy as np
@@ -37,10 +40,38 @@ _DLPACK_DEVICES = {
 }
 
 
+# Set by an adapter (fastppo.compat) around the call it delegates: errors then
+# name the adapter and its own argument names, not the function it called.
+_REPORTED_AS: contextvars.ContextVar[tuple[str, dict[str, str]] | None] = contextvars.ContextVar(
+    "fastppo_reported_as", default=None
+)
+
+
+@contextlib.contextmanager
+def reported_as(fn: str, names: dict[str, str]) -> Iterator[None]:
+    """Inside the block, errors read ``"<fn>: <names.get(arg, arg)> must be ..."``.
+
+    Nested blocks compose: the outermost function is the one reported, each
+    argument renamed through every level.
+    """
+    outer = _REPORTED_AS.get()
+    if outer is not None:
+        fn = outer[0]
+        names = {**outer[1], **{k: outer[1].get(v, v) for k, v in names.items()}}
+    token = _REPORTED_AS.set((fn, names))
+    try:
+        yield
+    finally:
+        _REPORTED_AS.reset(token)
+
+
 def fail(
     fn: str, arg: str, expected: str, got: Any, fix: str | None = None, exc: type = ValueError
 ) -> NoReturn:
     """Raise ``exc`` with the house error format."""
+    caller = _REPORTED_AS.get()
+    if caller is not None:
+        fn, arg = caller[0], caller[1].get(arg, arg)
     msg = f"{fn}: {arg} must be {expected}, got {got}"
     if fix:
         msg += f"; {fix}"
@@ -132,6 +163,31 @@ def float_array(
     if a.ndim not in ndims:
         fail(fn, name, f"{_dims(ndims)}", f"shape {a.shape}")
     return a
+
+
+def same_float_dtype(fn: str, named: dict[str, Any]) -> None:
+    """Float inputs that must share one dtype: name the odd one out.
+
+    The dtype most of them have is the expected one (the first input's on a
+    tie), so a float64 ``rewards`` among float32 arrays is the one reported.
+    Only numpy float arrays take part (a Python scalar takes the others' dtype;
+    other kinds get their own error from :func:`float_array`).
+    """
+    dts = {k: x.dtype for k, x in named.items() if isinstance(x, np.ndarray) and x.dtype in FLOATS}
+    kinds = list(dict.fromkeys(dts.values()))
+    if len(kinds) < 2:
+        return
+    want = max(kinds, key=lambda d: sum(v == d for v in dts.values()))
+    odd = next(k for k, d in dts.items() if d != want)
+    like = ", ".join(k for k, d in dts.items() if d == want)
+    fail(
+        fn,
+        odd,
+        f"{want} like {like}",
+        f"dtype {dts[odd]}",
+        f"use .astype(np.{want})",
+        TypeError,
+    )
 
 
 def flag_array(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:

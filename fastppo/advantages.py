@@ -325,6 +325,15 @@ def _gae_general(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gae` for any input: full validation, serial or parallel kernel."""
     fn = "gae"
+    C.same_float_dtype(
+        fn,
+        {
+            "rewards": rewards,
+            "values": values,
+            "last_values": last_values,
+            "final_values": final_values,
+        },
+    )
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
@@ -425,6 +434,15 @@ def vtrace(
     if res is not None:
         return res
     fn = "vtrace"
+    C.same_float_dtype(
+        fn,
+        {
+            "rewards": rewards,
+            "values": values,
+            "last_values": last_values,
+            "final_values": final_values,
+        },
+    )
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
@@ -521,6 +539,9 @@ def discounted_returns(
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"
+    C.same_float_dtype(
+        fn, {"rewards": rewards, "last_values": last_values, "final_values": final_values}
+    )
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)
     s.check_bootstrap(fn, need_final=True)

@@ -381,7 +381,7 @@ def _args(dt=np.float64, T=4, N=3):
         (
             lambda a: a.update(values=a["values"].astype(np.float32)),
             TypeError,
-            "gae: values must be float64 like the other float inputs",
+            "gae: values must be float64 like rewards, last_values, got dtype float32",
         ),
         (
             lambda a: a.update(last_values=a["last_values"].astype(np.float32)),

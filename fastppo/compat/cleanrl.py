@@ -90,6 +90,8 @@ def cleanrl_gae(
     fn = "cleanrl_gae"
     r = C.float_array(fn, "rewards", rewards, ndims=(2,))
     T, N = r.shape
+    if T == 0 or N == 0:
+        C.fail(fn, "rewards", "non-empty [num_steps, num_envs]", f"shape {r.shape}")
     d = C.flag_array(fn, "dones", dones, (T, N))
     nd = C.flag_array(fn, "next_done", C.as_array(fn, "next_done", next_done).reshape(-1), (N,))
     nv = C.as_array(fn, "next_value", next_value)
@@ -102,7 +104,9 @@ def cleanrl_gae(
     terminated[-1] = nd
     from fastppo.advantages import gae
 
-    adv, ret = gae(r, values, nv, terminated, gamma=gamma, gae_lambda=gae_lambda, out=out)
+    # errors from gae name this function and its own arguments
+    with C.reported_as(fn, {"last_values": "next_value", "terminated": "dones"}):
+        adv, ret = gae(r, values, nv, terminated, gamma=gamma, gae_lambda=gae_lambda, out=out)
     if out is not None:
         return out[0], out[1]
     if type(rewards).__module__.startswith("torch"):

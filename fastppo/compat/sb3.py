@@ -86,6 +86,8 @@ def sb3_gae(
     fn = "sb3_gae"
     r = C.float_array(fn, "rewards", rewards, ndims=(2,))
     T, N = r.shape
+    if T == 0 or N == 0:
+        C.fail(fn, "rewards", "non-empty [T, N]", f"shape {r.shape}")
     starts = C.flag_array(fn, "episode_starts", episode_starts, (T, N))
     d = C.flag_array(fn, "dones", C.as_array(fn, "dones", dones).reshape(-1), (N,))
     lv = C.as_array(fn, "last_values", last_values)
@@ -99,7 +101,9 @@ def sb3_gae(
     terminated[-1] = d
     from fastppo.advantages import gae
 
-    return gae(r, values, lv, terminated, gamma=gamma, gae_lambda=gae_lambda, out=out)
+    # errors from gae name this function and its own arguments
+    with C.reported_as(fn, {"terminated": "episode_starts"}):
+        return gae(r, values, lv, terminated, gamma=gamma, gae_lambda=gae_lambda, out=out)
 
 
 def compute_returns_and_advantage(buffer: Any, last_values: Any, dones: Any) -> None:
@@ -131,16 +135,20 @@ def compute_returns_and_advantage(buffer: Any, last_values: Any, dones: Any) -> 
             a = np.empty(shape, dt)
             setattr(buffer, name, a)
         outs.append(a)
-    sb3_gae(
-        rewards,
-        buffer.values,
-        buffer.episode_starts,
-        last_values,
-        dones,
-        gamma=buffer.gamma,
-        gae_lambda=buffer.gae_lambda,
-        out=(outs[0], outs[1]),
-    )
+    names = {k: f"buffer.{k}" for k in ("rewards", "values", "episode_starts", "gamma")}
+    with C.reported_as(
+        "compute_returns_and_advantage", {**names, "gae_lambda": "buffer.gae_lambda"}
+    ):
+        sb3_gae(
+            rewards,
+            buffer.values,
+            buffer.episode_starts,
+            last_values,
+            dones,
+            gamma=buffer.gamma,
+            gae_lambda=buffer.gae_lambda,
+            out=(outs[0], outs[1]),
+        )
 
 
 _ROLLOUT_DOC = """SB3 ``RolloutBuffer`` whose GAE runs in fastppo's compiled kernel.
