@@ -48,6 +48,7 @@ from fastppo._checks import (
     describe,
     fail,
     flag_array,
+    reported_as,
 )
 from fastppo.kernels import stats as _k
 
@@ -610,7 +611,10 @@ class ReturnNormalizer:
         o = None
         if out is not None:
             o = check_out(fn, "out", out, a.shape, a.dtype)
-            check_no_overlap(fn, (o,), {"rewards": a})
+            given = {"rewards": a, "terminated": terminated, "truncated": truncated, "valid": valid}
+            check_no_overlap(
+                fn, (o,), {k: x for k, x in given.items() if isinstance(x, np.ndarray)}
+            )
         res = o if o is not None else np.empty(a.shape, a.dtype)
         if a.size == 0:
             return res
@@ -760,7 +764,8 @@ def normalize_returns(
         o = check_out(fn, "out", out, a.shape, a.dtype)
         check_no_overlap(fn, (o,), {"returns": a})
     if update:
-        rms.update(a, valid)
+        with reported_as(fn, {"batch": "returns"}):
+            rms.update(a, valid)
     return rms._affine(fn, "returns", a, c, out, True)
 
 

@@ -136,3 +136,15 @@ class CountingEnv(gym.Env):
 
 def counting_env(fail_at: int = -1, mode: str = "raise", marker: str = "") -> CountingEnv:
     return CountingEnv(fail_at, mode, marker)
+
+
+def test_decode_weights_refuses_a_bad_dtype_argument_in_the_house_format() -> None:
+    import numpy as np
+    import pytest
+
+    from fastppo.actor_learner import wire
+
+    buf = wire.encode_weights(np.zeros(4, np.float32), 1)
+    for bad in ("x", 0, [1.0, 2.0]):
+        with pytest.raises(TypeError, match=r"^decode_weights: dtype must be a numpy float dtype"):
+            wire.decode_weights(buf, dtype=bad)

@@ -618,7 +618,9 @@ def test_gaussian_errors() -> None:
         S.sample_gaussian(bad, np.zeros(2, np.float32), **kw)
     ls = np.zeros((4, 2), np.float32)
     ls[3, 0] = -np.inf
-    with pytest.raises(ValueError, match="log_std must be finite, got -inf at env 3"):
+    with pytest.raises(
+        ValueError, match=r"log_std must be finite and within \+-700, got -inf at env 3"
+    ):
         S.sample_gaussian(mean, ls, **kw)
     with pytest.raises(TypeError, match="squash must be a bool"):
         S.sample_gaussian(mean, np.zeros(2, np.float32), squash=None, **kw)  # type: ignore[arg-type]
@@ -650,3 +652,20 @@ def test_logp_entropy_errors() -> None:
         S.gaussian_logp_entropy(mean, np.zeros(2, np.float32), np.full((3, 2), np.nan, np.float32))
     with pytest.raises(TypeError, match="actions must be float32 or float64"):
         S.gaussian_logp_entropy(mean, np.zeros(2, np.float32), np.zeros((3, 2), np.int64))
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_log_std_outside_the_limit_is_refused_not_divided_by_zero(squash) -> None:
+    """Found by the fuzz suite: log_std = -1e38 gave std = 0 and a ZeroDivisionError
+    from the squashed log-density; |log_std| must stay below LOG_STD_LIMIT = 700."""
+    mean = np.zeros((3, 2), np.float32)
+    for bad in (-1e38, 1e30, -700.0):
+        ls = np.array([0.0, bad], np.float32)
+        act, logp = np.full((3, 2), 7.0, np.float32), np.full(3, 7.0, np.float32)
+        with pytest.raises(ValueError, match=r"sample_gaussian: log_std must be finite and within"):
+            fastppo.sample_gaussian(mean, ls, seed=0, counter=0, squash=squash, out=(act, logp))
+        assert (act == 7.0).all() and (logp == 7.0).all()
+        with pytest.raises(ValueError, match=r"gaussian_logp_entropy: log_std must be finite and"):
+            fastppo.gaussian_logp_entropy(mean, ls, mean, squash=squash)
+    # just inside the limit samples normally
+    fastppo.sample_gaussian(mean, np.array([0.0, -699.0], np.float32), seed=0, counter=0)

@@ -196,6 +196,8 @@ def test_bytes_errors() -> None:
     p = np.zeros((2, 4), np.float32)
     p[1, 3] = np.inf
     with pytest.raises(
-        ValueError, match=r"params_buf \(log_std\) must be finite, got inf at env 1, dimension 1"
+        ValueError,
+        match=r"params_buf \(log_std\) must be finite and within \+-700, got inf at env 1, "
+        r"dimension 1",
     ):
         S.sample_gaussian_bytes(p.tobytes(), n_envs=2, action_dim=2, **kw)

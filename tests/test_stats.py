@@ -823,3 +823,21 @@ def test_return_normalizer_refuses_returns_beyond_the_limit(dtype) -> None:
     # a step's returns just inside the bound fold in with a finite variance
     rn.normalize(np.array([1e149, -1e149]), f, f, out=out)
     assert np.isfinite(rn.rms.var) and rn.rms.var > 0
+
+
+def test_return_normalizer_out_may_not_alias_a_flag_array() -> None:
+    """Found by the fuzz suite: out aliasing terminated was accepted and overwrote it."""
+    rn = ReturnNormalizer(3)
+    buf = np.zeros(3, np.float32)
+    for kw in ({"terminated": buf}, {"truncated": buf}, {"valid": buf.view(np.uint8)[:3]}):
+        args = {"terminated": np.zeros(3, bool), "truncated": np.zeros(3, bool), **kw}
+        with pytest.raises(
+            ValueError, match=r"ReturnNormalizer\.normalize: out must be not to overlap"
+        ):
+            rn.normalize(np.ones(3, np.float32), out=buf, **args)
+    assert rn.rms.count == 0 and (buf == 0).all()
+
+
+def test_normalize_returns_errors_name_it_and_its_argument() -> None:
+    with pytest.raises(ValueError, match=r"^normalize_returns: returns must be finite"):
+        normalize_returns(np.array([1.0, np.inf]), RunningMeanStd())

@@ -371,6 +371,10 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
     return total
 
 
+cdef inline bint _overlaps(const void* a, Py_ssize_t na, const void* b, Py_ssize_t nb) noexcept:
+    return (<const char*> a < <const char*> b + nb) and (<const char*> b < <const char*> a + na)
+
+
 cdef class ReturnScaler:
     """The per-step state of ``fastppo.ReturnNormalizer``: VecNormalize's reward
     scaling over a ``[T, N]`` block (the one implementation; tested against
@@ -384,7 +388,7 @@ cdef class ReturnScaler:
     ``step_f32``/``step_f64`` take C-contiguous ``[T, N]`` rewards, uint8 (or
     bool: the same bytes) flags (``valid`` may be None) and ``out``, and
     ``step1_*`` the ``[N]`` buffers of one step; they raise ``ValueError`` on a shape
-    mismatch or an ``out`` overlapping the rewards, and return the number of
+    mismatch or an ``out`` overlapping an input, and return the number of
     returns folded into the statistics, or -1 (nothing written) when a reward
     is not finite, -2 (nothing written) when a return could reach
     ``RETURN_LIMIT`` in magnitude.
@@ -407,9 +411,11 @@ cdef class ReturnScaler:
                  double count_a):
         self._check(r.shape[0], r.shape[1], term.shape[0], term.shape[1],
                     trunc.shape[0], trunc.shape[1], out.shape[0], out.shape[1], valid)
-        if (<const char*> &out[0, 0] < <const char*> (&r[0, 0] + r.shape[0] * r.shape[1])
-                and <const char*> &r[0, 0] < <const char*> (&out[0, 0] + r.shape[0] * r.shape[1])):
-            raise ValueError("ReturnScaler: out overlaps the rewards")
+        cdef Py_ssize_t n = r.shape[0] * r.shape[1], nb = n * sizeof(float)
+        if (_overlaps(&out[0, 0], nb, &r[0, 0], nb) or _overlaps(&out[0, 0], nb, &term[0, 0], n)
+                or _overlaps(&out[0, 0], nb, &trunc[0, 0], n)
+                or (valid is not None and _overlaps(&out[0, 0], nb, &valid[0, 0], n))):
+            raise ValueError("ReturnScaler: out overlaps an input")
         return self._run(&r[0, 0], &term[0, 0], &trunc[0, 0], valid, &out[0, 0],
                          r.shape[0], r.shape[1], gamma, clip, epsilon, count_a)
 
@@ -419,9 +425,11 @@ cdef class ReturnScaler:
                  double count_a):
         self._check(r.shape[0], r.shape[1], term.shape[0], term.shape[1],
                     trunc.shape[0], trunc.shape[1], out.shape[0], out.shape[1], valid)
-        if (<const char*> &out[0, 0] < <const char*> (&r[0, 0] + r.shape[0] * r.shape[1])
-                and <const char*> &r[0, 0] < <const char*> (&out[0, 0] + r.shape[0] * r.shape[1])):
-            raise ValueError("ReturnScaler: out overlaps the rewards")
+        cdef Py_ssize_t n = r.shape[0] * r.shape[1], nb = n * sizeof(double)
+        if (_overlaps(&out[0, 0], nb, &r[0, 0], nb) or _overlaps(&out[0, 0], nb, &term[0, 0], n)
+                or _overlaps(&out[0, 0], nb, &trunc[0, 0], n)
+                or (valid is not None and _overlaps(&out[0, 0], nb, &valid[0, 0], n))):
+            raise ValueError("ReturnScaler: out overlaps an input")
         return self._run(&r[0, 0], &term[0, 0], &trunc[0, 0], valid, &out[0, 0],
                          r.shape[0], r.shape[1], gamma, clip, epsilon, count_a)
 
@@ -435,9 +443,11 @@ cdef class ReturnScaler:
         self._check(1, n, 1, term.shape[0], 1, trunc.shape[0], 1, out.shape[0], None)
         if valid is not None and valid.shape[0] != n:
             raise ValueError("ReturnScaler: valid shape does not match")
-        if (<const char*> &out[0] < <const char*> (&r[0] + n)
-                and <const char*> &r[0] < <const char*> (&out[0] + n)):
-            raise ValueError("ReturnScaler: out overlaps the rewards")
+        cdef Py_ssize_t nb = n * sizeof(float)
+        if (_overlaps(&out[0], nb, &r[0], nb) or _overlaps(&out[0], nb, &term[0], n)
+                or _overlaps(&out[0], nb, &trunc[0], n)
+                or (valid is not None and _overlaps(&out[0], nb, &valid[0], n))):
+            raise ValueError("ReturnScaler: out overlaps an input")
         return self._run1(&r[0], &term[0], &trunc[0], valid, &out[0], n, gamma, clip,
                           epsilon, count_a)
 
@@ -450,9 +460,11 @@ cdef class ReturnScaler:
         self._check(1, n, 1, term.shape[0], 1, trunc.shape[0], 1, out.shape[0], None)
         if valid is not None and valid.shape[0] != n:
             raise ValueError("ReturnScaler: valid shape does not match")
-        if (<const char*> &out[0] < <const char*> (&r[0] + n)
-                and <const char*> &r[0] < <const char*> (&out[0] + n)):
-            raise ValueError("ReturnScaler: out overlaps the rewards")
+        cdef Py_ssize_t nb = n * sizeof(double)
+        if (_overlaps(&out[0], nb, &r[0], nb) or _overlaps(&out[0], nb, &term[0], n)
+                or _overlaps(&out[0], nb, &trunc[0], n)
+                or (valid is not None and _overlaps(&out[0], nb, &valid[0], n))):
+            raise ValueError("ReturnScaler: out overlaps an input")
         return self._run1(&r[0], &term[0], &trunc[0], valid, &out[0], n, gamma, clip,
                           epsilon, count_a)
 

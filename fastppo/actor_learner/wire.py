@@ -159,8 +159,13 @@ def decode_weights(
         fail(fn, "buf", f"{need} bytes for {n} {dt.name} parameters", f"{mv.nbytes} bytes")
     if n_params is not None and n != n_params:
         fail(fn, "buf", f"{n_params} parameters (this policy's size)", f"{n}")
-    if dtype is not None and np.dtype(dtype).newbyteorder("<") != dt:
-        fail(fn, "buf", f"{np.dtype(dtype).name} parameters", dt.name, exc=TypeError)
+    if dtype is not None:
+        try:
+            want = np.dtype(dtype)
+        except TypeError:
+            fail(fn, "dtype", "a numpy float dtype or None", repr(dtype)[:60], exc=TypeError)
+        if want.newbyteorder("<") != dt:
+            fail(fn, "buf", f"{want.name} parameters", dt.name, exc=TypeError)
     if _frame_crc(mv) != crc:
         fail(
             fn,

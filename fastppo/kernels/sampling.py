@@ -88,6 +88,10 @@ _INF32 = _f32(np.inf)
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
+# |log_std| must stay below this: exp(+-700) is a normal float64 (exp overflows
+# at 709.8), so std is positive and finite and (u - mean) / std is defined.
+LOG_STD_LIMIT = 700.0
+
 # The multi-discrete sampler takes arrays only (no byte-buffer entry).
 ARRAYS = STORAGE[:2]
 
@@ -584,8 +588,8 @@ def load1(x, i, j, kind):  # pragma: no cover - compiled
 
 
 @inline
-def _cols_finite(x, col, a_dim, kind, i0, i1):  # pragma: no cover - compiled
-    """True if ``x[i0:i1, col:col+a_dim]`` holds no NaN or +-inf.
+def _cols_below(x, col, a_dim, kind, i0, i1, bound):  # pragma: no cover - compiled
+    """True if every ``|x[i0:i1, col:col+a_dim]| < bound`` (so no NaN, and no inf).
 
     The flag is OR-reduced without branches so the scan vectorises; when the
     columns are the whole rows (the array path) it is one flat loop.
@@ -596,35 +600,38 @@ def _cols_finite(x, col, a_dim, kind, i0, i1):  # pragma: no cover - compiled
         xf = x.reshape(x.shape[0] * w)
         if kind == KIND_F16:
             for k in range(i0 * w, i1 * w):
-                bad |= not (abs(f16_to_f32(xf[k])) < _INF32)
+                bad |= not (abs(f16_to_f32(xf[k])) < bound)
         elif kind == KIND_BF16:
             for k in range(i0 * w, i1 * w):
-                bad |= not (abs(bf16_to_f32(xf[k])) < _INF32)
+                bad |= not (abs(bf16_to_f32(xf[k])) < bound)
         else:
             for k in range(i0 * w, i1 * w):
-                bad |= not (abs(xf[k]) < np.inf)
+                bad |= not (abs(xf[k]) < bound)
     else:
         for i in range(i0, i1):
             for j in range(a_dim):
-                bad |= not (abs(load1(x, i, col + j, kind)) < np.inf)
+                bad |= not (abs(load1(x, i, col + j, kind)) < bound)
     return not bad
 
 
-@kernel("i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8)", variants=STORAGE)
-def _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1):  # pragma: no cover
-    """-1, or the first row in ``[i0, i1)`` whose mean or log-std is NaN or +-inf.
+@kernel("i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, f8)", variants=STORAGE)
+def _gaussian_rows_ok(
+    pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1, bound
+):  # pragma: no cover - compiled
+    """-1, or the first row in ``[i0, i1)`` whose mean is NaN or +-inf (``|pm| <
+    bound`` fails) or whose log-std is outside ``(-LOG_STD_LIMIT, LOG_STD_LIMIT)``.
 
     A branch-free scan first; the row is searched for only when one is bad.
     """
-    if _cols_finite(pm, mcol, a_dim, kind, i0, i1) and (
-        shared_std or _cols_finite(pl, lcol, a_dim, kind, i0, i1)
+    if _cols_below(pm, mcol, a_dim, kind, i0, i1, bound) and (
+        shared_std or _cols_below(pl, lcol, a_dim, kind, i0, i1, LOG_STD_LIMIT)
     ):
         return -1
     for i in range(i0, i1):
         for j in range(a_dim):
-            if not (abs(load1(pm, i, mcol + j, kind)) < np.inf):
+            if not (abs(load1(pm, i, mcol + j, kind)) < bound):
                 return i
-            if not shared_std and not (abs(load1(pl, i, lcol + j, kind)) < np.inf):
+            if not shared_std and not (abs(load1(pl, i, lcol + j, kind)) < LOG_STD_LIMIT):
                 return i
     return -1
 
@@ -672,13 +679,13 @@ def gaussian(
     bad = np.full(n_tasks, -1, dtype=np.int64)
     if shared_std and n > 0:
         # one row of log-stds for every env: checked once
-        bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1)
+        bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1, LOG_STD_LIMIT)
         if bad0 >= 0:
             return 0
     for t in numba.prange(n_tasks):
         i0 = t * TASK * CHUNK
         bad[t] = _gaussian_rows_ok(
-            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + TASK * CHUNK)
+            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + TASK * CHUNK), np.inf
         )
     first = _first_bad(bad)
     if first >= 0:

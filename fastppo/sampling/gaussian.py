@@ -9,6 +9,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import fail
 from fastppo.kernels import sampling as _k
+from fastppo.kernels.sampling import LOG_STD_LIMIT
 from fastppo.sampling._common import (
     _F32,
     _flag,
@@ -28,12 +29,14 @@ def _bad_gaussian(
     names: tuple[str, str] = ("mean", "log_std"),
 ) -> None:
     where = f"env {row}" if env_offset == 0 else f"row {row} (env {env_offset + row})"
-    for name, arr in ((names[0], mean[row]), (names[1], ls[0] if ls.shape[0] == 1 else ls[row])):
+    log_std = ls[0] if ls.shape[0] == 1 else ls[row]
+    for name, arr, bound in ((names[0], mean[row], np.inf), (names[1], log_std, LOG_STD_LIMIT)):
         v = np.asarray(arr, dtype=np.float64)
-        bad = ~np.isfinite(v)
+        bad = ~(np.abs(v) < bound)
         if bad.any():
             j = int(np.argmax(bad))
-            fail(fn, name, "finite", f"{float(v[j])!r} at {where}, dimension {j}")
+            want = "finite" if bound == np.inf else f"finite and within +-{LOG_STD_LIMIT:g}"
+            fail(fn, name, want, f"{float(v[j])!r} at {where}, dimension {j}")
     raise AssertionError(f"{fn}: kernel reported row {row} but it looks valid")  # pragma: no cover
 
 
@@ -53,7 +56,9 @@ def sample_gaussian(
     Parameters
     ----------
     mean : float32 or float64 array [N, A]
-    log_std : array [N, A] or [A] (state-independent), same dtype as ``mean``
+    log_std : array [N, A] or [A] (state-independent), same dtype as ``mean``;
+        finite with ``|log_std| < 700`` (``LOG_STD_LIMIT``: std = exp(log_std)
+        stays a positive, finite float64)
     seed, counter, env_offset
         As :func:`sample_categorical`.
     squash : bool, default False

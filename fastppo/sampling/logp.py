@@ -10,6 +10,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail
 from fastppo.kernels import sampling as _k
+from fastppo.kernels.sampling import LOG_STD_LIMIT
 from fastppo.sampling._common import (
     _F32,
     _F64,
@@ -87,7 +88,7 @@ def gaussian_logp_entropy(
     Parameters
     ----------
     mean : float32 or float64 array [N, A]
-    log_std : array [N, A] or [A], same dtype
+    log_std : array [N, A] or [A], same dtype; ``|log_std| < 700`` (``LOG_STD_LIMIT``)
     actions : float32 or float64 array [N, A]
         With ``squash``, values in [-1, 1]; ``u = atanh(a)`` with ``a`` clipped
         to ``+-(1 - 2**-24)`` (float32 ``tanh`` saturates at 1 for ``|u| > 9``,
@@ -122,13 +123,14 @@ def gaussian_logp_entropy(
         fail(fn, "actions", f"shape {mu.shape}", f"shape {act.shape}")
     sq = _flag(fn, "squash", squash)
     for name, arr in (("mean", mu), ("log_std", ls2), ("actions", act)):
-        fin = np.isfinite(arr)
+        bound = LOG_STD_LIMIT if name == "log_std" else np.inf
+        fin = np.abs(arr) < bound
         if not fin.all():
             idx = np.argwhere(~fin)[0]
             fail(
                 fn,
                 name,
-                "finite",
+                "finite" if bound == np.inf else f"finite and within +-{LOG_STD_LIMIT:g}",
                 f"{arr[tuple(idx)]!r} at env {int(idx[0])}"
                 if arr.ndim == 2 and arr.shape[0] == n
                 else f"{arr[tuple(idx)]!r} at index {tuple(int(i) for i in idx)}",
