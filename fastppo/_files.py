@@ -176,6 +176,8 @@ def read_npz(fn: str, path: str, data: bytes) -> dict[str, np.ndarray]:
                     f"compression method {info.compress_type}, {info.compress_size} bytes "
                     f"expanding to {info.file_size}",
                 )
+            if info.flag_bits & 0x1:
+                bad(fn, label, "not encrypted (as fastppo writes it)", "an encrypted member")
             if info.header_offset + info.file_size > len(data):
                 bad(fn, label, "inside the file", "a member that runs past its end (truncated)")
             arrays[info.filename[:-4]] = _read_member(fn, label, zf, info)
@@ -185,7 +187,14 @@ def read_npz(fn: str, path: str, data: bytes) -> dict[str, np.ndarray]:
 def _read_member(fn: str, label: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
     try:
         f = zf.open(info)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+    except (
+        zipfile.BadZipFile,
+        OSError,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+    ) as e:
         bad(fn, label, "a readable zip member", str(e))
     with f:
         shape, fortran, dtype = _npy_header(fn, label, f)

@@ -72,6 +72,12 @@ _BOOL = np.dtype(np.bool_)
 _NO_MASK_1D = np.zeros(0, np.uint8)
 
 
+# The most features (RunningMeanStd) or envs (ReturnNormalizer) a running state
+# holds: its float64 arrays stay below 512 MiB each, and a size from a caller
+# (or a state dict) cannot ask for terabytes.
+MAX_FEATURES = 2**26
+
+
 def _shape_tuple(fn: str, shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
@@ -82,6 +88,8 @@ def _shape_tuple(fn: str, shape: Any) -> tuple[int, ...]:
     out = tuple(int(s) for s in shape)
     if any(s < 0 for s in out):
         fail(fn, "shape", "non-negative sizes", repr(shape))
+    if math.prod(out) > MAX_FEATURES:
+        fail(fn, "shape", f"at most {MAX_FEATURES} features (2**26)", repr(shape)[:60])
     return out
 
 
@@ -479,7 +487,8 @@ class RunningMeanStd:
         # alone: a state read from a file allocates no more than it holds.
         n_feat = math.prod(_shape_tuple(fn, d["shape"]))
         for name in ("mean", "var"):
-            size = np.size(d[name]) if isinstance(d[name], (list, tuple, np.ndarray)) else 1
+            v = d[name]
+            size = as_array(fn, name, v).size if isinstance(v, (list, tuple, np.ndarray)) else 1
             if size != n_feat:
                 fail(fn, name, f"{n_feat} real numbers (prod(shape))", f"{size} values")
         rms = cls(d["shape"], d["epsilon"])
@@ -545,12 +554,13 @@ class ReturnNormalizer:
         fn = "ReturnNormalizer"
         if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)):
             fail(fn, "n_envs", "an int", repr(n_envs), exc=TypeError)
-        if n_envs < 1:
-            fail(fn, "n_envs", ">= 1", repr(n_envs))
+        if not 1 <= n_envs <= MAX_FEATURES:
+            fail(fn, "n_envs", f"in [1, {MAX_FEATURES}]", repr(n_envs))
         self._n_envs = int(n_envs)
         self._gamma = check_range(fn, "gamma", gamma, 0.0, 1.0)
         self._clip = _clip_value(fn, clip)
-        self._rms = RunningMeanStd((), epsilon)
+        with reported_as(fn, {}):  # epsilon's errors name ReturnNormalizer
+            self._rms = RunningMeanStd((), epsilon)
         self._returns = np.zeros(self._n_envs)
         # Cython holds views of the returns and the statistics (see normalize)
         self._cy = _cy.ReturnScaler(self._returns, self._rms._mean, self._rms._var)

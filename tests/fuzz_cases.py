@@ -38,7 +38,9 @@ import fastppo
 from fastppo import codec
 from fastppo.actor_learner import wire
 from fastppo.compat.cleanrl import cleanrl_gae
+from fastppo.compat.gym import final_obs
 from fastppo.compat.sb3 import sb3_gae
+from fastppo.nn import ActorCritic
 
 EXAMPLES = int(os.environ.get("FASTPPO_FUZZ_EXAMPLES", "150"))
 COUNTS: Counter[str] = Counter()
@@ -192,12 +194,59 @@ _ENTRIES: dict[str, Entry] = {
                      dones=np.zeros(N, bool)),
         (),
     ),
+    "denormalize_values": (
+        lambda values, out=None: fastppo.denormalize_values(values, _rms_1(), out=out),
+        lambda: dict(values=_f(T, dt=np.float64), out=np.zeros(T)),
+        ("out",),
+    ),
+    "RunningMeanStd": (
+        fastppo.RunningMeanStd,
+        lambda: dict(shape=(A,), epsilon=1e-8),
+        (),
+    ),
+    "RunningMeanStd.from_state_dict": (
+        lambda mean, var: _rms_from(mean, var),
+        lambda: dict(mean=_f(A, dt=np.float64), var=np.ones(A)),
+        (),
+    ),
+    "ReturnNormalizer": (
+        fastppo.ReturnNormalizer,
+        lambda: dict(n_envs=N, gamma=0.99, clip=10.0, epsilon=1e-8),
+        (),
+    ),
+    "encode_weights": (wire.encode_weights, lambda: dict(params=_f(8), version=3), ()),
+    "ActorCritic": (
+        lambda **kw: ActorCritic(**kw).evaluate(np.zeros((2, 3)), np.zeros(2, np.int64)),
+        lambda: dict(obs_shape=(3,), kind="discrete", nvec=[2], hidden_sizes=(8,), seed=0),
+        (),
+    ),
+    "ActorCritic.evaluate": (
+        lambda obs, actions: _policy().evaluate(obs, actions),
+        lambda: dict(obs=_f(5, 3, dt=np.float64), actions=np.zeros(5, np.int64)),
+        (),
+    ),
+    "final_obs": (
+        final_obs,
+        lambda: dict(terminated=np.zeros(N, bool), truncated=np.array([True, False, False]),
+                     infos={"final_obs": np.array([_f(3), None, None], dtype=object),
+                            "_final_obs": np.array([True, False, False])}),
+        (),
+    ),
     "PPOConfig": (
         lambda **kw: fastppo.PPOConfig(**kw).validate(),
         lambda: dict(n_envs=2, n_steps=8, gamma=0.99, learning_rate=3e-4, hidden_sizes=(8,)),
         (),
     ),
 }  # fmt: skip
+
+
+def _rms_from(mean: Any, var: Any) -> fastppo.RunningMeanStd:
+    d = {"shape": [A], "count": 3, "mean": mean, "var": var, "epsilon": 1e-8}
+    return fastppo.RunningMeanStd.from_state_dict(d)
+
+
+def _policy() -> ActorCritic:
+    return ActorCritic((3,), "discrete", nvec=[2], hidden_sizes=(8,), seed=0)
 
 
 def _rms_1() -> fastppo.RunningMeanStd:
@@ -283,7 +332,7 @@ def _hostile(value: Any, kind: int, pos: int, aliases: list[np.ndarray]) -> Any:
             return _SCALARS[kind // 3 % len(_SCALARS)]
         try:
             return variants[kind % len(variants)]()
-        except OverflowError:  # a value the array's dtype cannot hold: keep it
+        except (OverflowError, ValueError):  # a variant this array cannot take: keep it
             return value
     return _SCALARS[kind % len(_SCALARS)]
 

@@ -188,7 +188,7 @@ def test_broadcast_rejects_bad_bytes() -> None:
         decode_weights("FPPW")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="float32 or float64"):
         encode_weights(np.ones(3, np.int32), 0)
-    with pytest.raises(ValueError, match="version must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"version must be an int in \[0, 2\*\*64\)"):
         encode_weights(p, -1)
 
 

@@ -446,3 +446,25 @@ def test_current_writer_round_trips_through_the_reader():
     for k in a:
         assert back[k].dtype == a[k].dtype and np.array_equal(back[k], a[k])
         assert back[k].flags.writeable
+
+
+@pytest.mark.parametrize("loader", ["trainer", "learner"])
+def test_an_encrypted_member_is_refused_in_the_house_format(loader, tmp_path) -> None:
+    """Found by the fuzz suite: zipfile's own RuntimeError ("password required")."""
+    from fastppo.actor_learner import checkpoint as al_checkpoint
+
+    src = DATA / ("ppo_cartpole" if loader == "trainer" else "learner")
+    for f in src.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    npz = tmp_path / ("checkpoint.npz" if loader == "trainer" else "learner.npz")
+    raw = bytearray(npz.read_bytes())
+    raw[raw.find(b"PK\x03\x04") + 6] |= 1  # the local header's "encrypted" flag
+    raw[raw.find(b"PK\x01\x02") + 8] |= 1  # and the central directory's
+    npz.write_bytes(bytes(raw))
+    # the trainer's JSON pins the archive's SHA-256, which catches it first
+    want = r"SHA-256 mismatch" if loader == "trainer" else r"must be not encrypted \(as fastppo"
+    with pytest.raises(ValueError, match=want):
+        if loader == "trainer":
+            PPOTrainer.load(str(tmp_path), env="CartPole-v1")
+        else:
+            al_checkpoint.load(str(npz))

@@ -686,7 +686,9 @@ def test_error_state_dict() -> None:
 def test_error_return_normalizer_construction() -> None:
     with pytest.raises(TypeError, match=r"ReturnNormalizer: n_envs must be an int, got 2.0"):
         ReturnNormalizer(2.0)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"ReturnNormalizer: n_envs must be >= 1, got 0"):
+    with pytest.raises(
+        ValueError, match=r"ReturnNormalizer: n_envs must be in \[1, 67108864\], got 0"
+    ):
         ReturnNormalizer(0)
     with pytest.raises(ValueError, match=r"ReturnNormalizer: gamma must be in \[0, 1\], got 1.5"):
         ReturnNormalizer(2, gamma=1.5)

@@ -79,8 +79,10 @@ def encode_weights(params: np.ndarray, version: int) -> bytes:
     dt = params.dtype.newbyteorder("<")
     if dt not in _CODES:
         fail(fn, "params", "float32 or float64", f"dtype {params.dtype}", exc=TypeError)
-    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
-        fail(fn, "version", "an int >= 0", repr(version))
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)):
+        fail(fn, "version", "an int in [0, 2**64)", repr(version), exc=TypeError)
+    if not 0 <= int(version) < 2**64:  # the header's uint64 field
+        fail(fn, "version", "an int in [0, 2**64)", repr(version))
     payload = np.ascontiguousarray(params, dtype=dt).tobytes()
     frame = bytearray(
         HEADER.pack(MAGIC, FORMAT_VERSION, _CODES[dt], 0, int(version), params.size, 0, 0)
