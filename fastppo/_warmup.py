@@ -12,7 +12,10 @@ import time
 _MODULES = (
     "fastppo.kernels.advantages",
     "fastppo.kernels.stats",
-    "fastppo.kernels.sampling",
+    "fastppo.kernels.chunks",
+    "fastppo.kernels.categorical",
+    "fastppo.kernels.gaussian",
+    "fastppo.kernels.logp",
     "fastppo.kernels.codec",
     "fastppo.kernels.checks",
     "fastppo.kernels.rng",

@@ -83,6 +83,7 @@ class _Sweep:
         truncated: ArrayLike,
         final_values: ArrayLike,
         valid: ArrayLike,
+        values: ArrayLike = None,
     ) -> None:
         # the caller's arrays as given: an out= buffer must not overlap them
         # even where validation read a copy (the caller's input would change)
@@ -94,6 +95,9 @@ class _Sweep:
             "final_values": final_values,
             "valid": valid,
         }
+        # the float inputs share one dtype; a mismatch names the odd one out
+        floats = {"rewards": rewards, "values": values, "last_values": last_values}
+        C.same_float_dtype(fn, {**floats, "final_values": final_values})
         r = C.float_array(fn, "rewards", rewards)
         self.dt = dt = r.dtype
         self.one_d = r.ndim == 1
@@ -325,16 +329,7 @@ def _gae_general(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gae` for any input: full validation, serial or parallel kernel."""
     fn = "gae"
-    C.same_float_dtype(
-        fn,
-        {
-            "rewards": rewards,
-            "values": values,
-            "last_values": last_values,
-            "final_values": final_values,
-        },
-    )
-    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
     g, lam = _gamma_lambda(fn, gamma, gae_lambda, "gae_lambda")
@@ -434,16 +429,7 @@ def vtrace(
     if res is not None:
         return res
     fn = "vtrace"
-    C.same_float_dtype(
-        fn,
-        {
-            "rewards": rewards,
-            "values": values,
-            "last_values": last_values,
-            "final_values": final_values,
-        },
-    )
-    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
     v2 = _as_2d(v)
@@ -539,9 +525,6 @@ def discounted_returns(
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"
-    C.same_float_dtype(
-        fn, {"rewards": rewards, "last_values": last_values, "final_values": final_values}
-    )
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)
     s.check_bootstrap(fn, need_final=True)

@@ -2,7 +2,7 @@
 
 Each entry takes raw pointers plus the shape, rebuilds C-contiguous views
 with ``numba.carray`` (no copy) and calls the serial build of the kernel in
-:mod:`fastppo.kernels.advantages` or :mod:`fastppo.kernels.sampling`, so the
+:mod:`fastppo.kernels.advantages` or :mod:`fastppo.kernels.categorical`, so the
 arithmetic is the kernels', bit for bit. Float arguments are declared as
 typed pointers; the Cython caller passes ``void*`` (the same C ABI) and picks
 the float32 or float64 entry.
@@ -23,7 +23,7 @@ from numba import carray, types
 
 from fastppo._jit import c_entry
 from fastppo.kernels import advantages as K
-from fastppo.kernels import sampling as S
+from fastppo.kernels import categorical as S
 
 _i64 = types.int64
 _f64 = types.float64

@@ -11,7 +11,7 @@ Its log-density is ``log N(u) - log(1 - tanh(u)^2)`` at ``u = atanh(a)``
   float32 ``a`` (``a^2`` and ``1 - a^2`` are exact in float64), finite at the
   limit, and one libm call where the ``u`` form needs two.
 
-The sampler (``kernels.sampling``), ``gaussian_logp_entropy`` and the MLP
+The sampler (``kernels.gaussian``), ``gaussian_logp_entropy`` and the MLP
 head (``kernels.mlp``) all evaluate the density here, at the float32 action
 they return or receive, so the three agree even on saturated actions (a PPO
 ratio starts at 1).

@@ -1,4 +1,5 @@
-"""Pure-numpy twins of ``fastppo.kernels.sampling``: the executable spec.
+"""Pure-numpy twins of the sampling kernels (``fastppo.kernels.categorical``,
+``gaussian``, ``logp``): the executable spec.
 
 Plain loops over envs, written to be read. The arithmetic mirrors the kernels
 operation for operation (same float32 ``expf32`` and ``log32``, same float32

@@ -10,7 +10,9 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo import codec as _codec
 from fastppo._checks import fail
-from fastppo.kernels import sampling as _k
+from fastppo.kernels import categorical as _kc
+from fastppo.kernels import chunks as _kk
+from fastppo.kernels import gaussian as _kg
 from fastppo.sampling._common import (
     _NOMASK_RO,
     _P32,
@@ -24,10 +26,10 @@ from fastppo.sampling.categorical import _bad_categorical
 from fastppo.sampling.gaussian import _bad_gaussian
 
 _KIND = {
-    "float32": _k.KIND_F32,
-    "float64": _k.KIND_F64,
-    "float16": _k.KIND_F16,
-    "bfloat16": _k.KIND_BF16,
+    "float32": _kk.KIND_F32,
+    "float64": _kk.KIND_F64,
+    "float16": _kk.KIND_F16,
+    "bfloat16": _kk.KIND_BF16,
 }
 
 
@@ -114,7 +116,9 @@ def sample_categorical_bytes(
     act = np.empty(n, dtype=np.int64)
     logp = np.empty(n, dtype=np.float32)
     kern = (
-        _k.categorical_parallel if n * a >= _dispatch.PARALLEL_MIN_LOGITS else _k.categorical_serial
+        _kc.categorical_parallel
+        if n * a >= _dispatch.PARALLEL_MIN_LOGITS
+        else _kc.categorical_serial
     )
     st = kern(
         x,
@@ -195,7 +199,9 @@ def sample_gaussian_bytes(
     act = np.empty((n, a_dim), dtype=np.float32)
     logp = np.empty(n, dtype=np.float32)
     kern = (
-        _k.gaussian_parallel if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN else _k.gaussian_serial
+        _kg.gaussian_parallel
+        if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN
+        else _kg.gaussian_serial
     )
     st = kern(
         p,

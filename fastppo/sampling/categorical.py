@@ -10,7 +10,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail, int_vector
 from fastppo._fastpath import fast as _fast
-from fastppo.kernels import sampling as _k
+from fastppo.kernels import categorical as _k
 from fastppo.sampling._common import (
     _BOOL,
     _F32,
@@ -120,7 +120,7 @@ def sample_categorical(
     Inverse CDF with one uniform ``u`` per env: ``a = min{j : u * s <
     sum_{k<=j} e_k}``, ``e_k = exp(l_k - max l)`` over allowed ``k``, ``s =
     sum_k e_k``; ``log p = (l_a - max l) - log s``. The float32 ``exp`` used is
-    within 2 ulp (see :mod:`fastppo.kernels.sampling`); sums are float64.
+    within 2 ulp (see :mod:`fastppo.kernels.categorical`); sums are float64.
     """
     # The N = 1 actor loop pays this layer on every step: the Cython fast path
     # takes plain numpy calls (C-level header checks, C entry of the serial

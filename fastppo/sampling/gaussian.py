@@ -8,8 +8,8 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import fail
-from fastppo.kernels import sampling as _k
-from fastppo.kernels.sampling import LOG_STD_LIMIT
+from fastppo.kernels import gaussian as _k
+from fastppo.kernels.gaussian import LOG_STD_LIMIT
 from fastppo.sampling._common import (
     _F32,
     _flag,

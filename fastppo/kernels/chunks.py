@@ -1,0 +1,110 @@
+"""The samplers' shared machinery: storage kinds, chunk layout, row loaders, uniforms.
+
+Kernels return -1 or the first bad env index (NaN or +inf logits, rows with no
+allowed action, non-finite Gaussian parameters), and the public layer raises
+naming it. When the caller supplied ``out=`` buffers nothing is written on
+error: the kernels validate every row first (and allocate nothing the size of
+the batch); with fresh outputs the checks ride along the sampling pass and the
+partial results are dropped. Work runs over chunks of ``CHUNK``
+rows, grouped ``TASK`` chunks to a task that allocates its scratch once;
+``prange`` runs over tasks in the parallel build. Rows are independent and
+each draws from its own counter-based stream (:mod:`fastppo.kernels.rng`), so
+results are bit-identical whatever the thread count, the chunking or the split
+of a batch into slices. A chunk's random words are generated first, envs in
+the inner loop, so Philox vectorises; every later step of a chunk also runs
+with envs in the vector lanes (the single-dimension categorical transposes its
+chunk of logits to action-major order for that).
+
+Inputs arrive in their storage type: float32/float64 arrays, or uint16 bit
+patterns of float16/bfloat16 (``kind``), so the byte-buffer samplers decode in
+the same pass that samples and no float32 copy of the logits is ever made.
+
+The samplers live in :mod:`fastppo.kernels.categorical`,
+:mod:`fastppo.kernels.gaussian` and :mod:`fastppo.kernels.logp`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastppo._jit import inline, kernel
+from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
+from fastppo.kernels.rng import env_block, uniform53
+
+# Storage kinds of the logits / parameters.
+KIND_F32 = 0
+KIND_F64 = 1
+KIND_F16 = 2
+KIND_BF16 = 3
+
+# Small arithmetic helpers are IR-inlined (``inline``); everything a kernel
+# does per chunk or per row is a separate compiled function (``kernel``) that
+# Numba types and lowers once per signature and the serial and parallel builds
+# share. Inlining the chunk bodies bought nothing measurable at 64 rows a call
+# and cost about a minute of compile per parallel variant.
+
+# Rows per chunk: a chunk's scratch (logits, weights, normals) stays in L1.
+CHUNK = 64
+# Chunks per parallel task; a task allocates its scratch once (per chunk, the
+# allocations cost as much as the arithmetic at N = 4096). 512 rows a task
+# still gives 8 tasks at N = 4096, 32 at the parallel threshold's sizes.
+TASK = 8
+
+_f32 = np.float32
+_INF32 = _f32(np.inf)
+
+
+@inline
+def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
+    """``r[:n] = float64(x[i, col0:col0+n])``, decoding float16/bfloat16 bits.
+
+    The branch on ``kind`` sits outside the loops; every branch type-checks
+    for every storage dtype (integer casts of a float are legal), and only
+    the one matching the dtype runs.
+    """
+    if kind == KIND_F16:
+        for j in range(n):
+            r[j] = f16_to_f32(x[i, col0 + j])
+    elif kind == KIND_BF16:
+        for j in range(n):
+            r[j] = bf16_to_f32(x[i, col0 + j])
+    else:
+        for j in range(n):
+            r[j] = x[i, col0 + j]
+
+
+@inline
+def first_bad(bad):  # pragma: no cover - compiled
+    for c in range(bad.shape[0]):
+        if bad[c] >= 0:
+            return bad[c]
+    return -1
+
+
+@kernel("void(i8, i8, i8, i8, i8, i8, i8, f8_1w)")
+def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # pragma: no cover
+    """``u[k * CHUNK + i]`` = uniform ``k`` of env ``env0 + i``, for ``i < rows``, ``k < n_uni``.
+
+    Rows are the inner loop: the Philox rounds of different envs are
+    independent, so LLVM runs several envs per vector register. Compiled on
+    its own: it does not depend on the logits' dtype, so every sampler
+    variant shares one compile of the (large) unrolled Philox.
+    """
+    for b in range((n_uni + 1) // 2):
+        # views indexed from 0: no negative-index wrap for LLVM to keep
+        u0 = u[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        u1 = u[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        for i in range(rows):
+            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
+            u0[i] = uniform53(w0, w1)
+            u1[i] = uniform53(w2, w3)
+
+
+@inline
+def load1(x, i, j, kind):  # pragma: no cover - compiled
+    """``float64(x[i, j])``, decoding float16/bfloat16 bits per ``kind``."""
+    if kind == KIND_F16:
+        return np.float64(f16_to_f32(x[i, j]))
+    if kind == KIND_BF16:
+        return np.float64(bf16_to_f32(x[i, j]))
+    return np.float64(x[i, j])

@@ -1,0 +1,314 @@
+"""Batched diagonal-Gaussian sampling kernels (optionally tanh-squashed).
+
+Gaussian (Box-Muller)
+---------------------
+``z`` float32 from :func:`fastppo.kernels.rng.box_muller32` (pair ``p`` of
+normals from words ``(w0, w1)`` / ``(w2, w3)`` of block ``p // 2``); then in
+float64 ``u = mean + exp(log_std) * z``; ``log p = sum_j (-z_j^2 / 2 -
+log_std_j - log(2 pi) / 2)``. With ``squash``, the action is ``a = tanh(u)``
+rounded to float32, and ``log p`` is the density of that action as
+``gaussian_logp_entropy`` evaluates it: at ``u' = atanh(a)`` (clipped), minus
+``sum_j log(1 - tanh(u'_j)^2)`` (:mod:`fastppo.kernels.squash`; Haarnoja et
+al. 2018, arXiv:1801.01290, App. C). So a PPO ratio starts at exactly 1, even
+for saturated actions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from fastppo._jit import STORAGE, inline, kernel, kernel_pair
+from fastppo.kernels.chunks import (
+    CHUNK,
+    KIND_BF16,
+    KIND_F16,
+    KIND_F32,
+    KIND_F64,
+    TASK,
+    first_bad,
+    load1,
+)
+from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
+from fastppo.kernels.rng import box_muller32, env_block, normal_words
+from fastppo.kernels.squash import unsquash
+
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+# |log_std| must stay below this: exp(+-700) is a normal float64 (exp overflows
+# at 709.8), so std is positive and finite and (u - mean) / std is defined.
+LOG_STD_LIMIT = 700.0
+
+
+@inline
+def _cols_below(x, col, a_dim, kind, i0, i1, bound):  # pragma: no cover - compiled
+    """True if every ``|x[i0:i1, col:col+a_dim]| < bound`` (so no NaN, and no inf).
+
+    The flag is OR-reduced without branches so the scan vectorises; when the
+    columns are the whole rows (the array path) it is one flat loop.
+    """
+    w = x.shape[1]
+    bad = False
+    if col == 0 and w == a_dim:
+        xf = x.reshape(x.shape[0] * w)
+        if kind == KIND_F16:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(f16_to_f32(xf[k])) < bound)
+        elif kind == KIND_BF16:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(bf16_to_f32(xf[k])) < bound)
+        else:
+            for k in range(i0 * w, i1 * w):
+                bad |= not (abs(xf[k]) < bound)
+    else:
+        for i in range(i0, i1):
+            for j in range(a_dim):
+                bad |= not (abs(load1(x, i, col + j, kind)) < bound)
+    return not bad
+
+
+@kernel("i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, f8)", variants=STORAGE)
+def _gaussian_rows_ok(
+    pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1, bound
+):  # pragma: no cover - compiled
+    """-1, or the first row in ``[i0, i1)`` whose mean is NaN or +-inf (``|pm| <
+    bound`` fails) or whose log-std is outside ``(-LOG_STD_LIMIT, LOG_STD_LIMIT)``.
+
+    A branch-free scan first; the row is searched for only when one is bad.
+    """
+    if _cols_below(pm, mcol, a_dim, kind, i0, i1, bound) and (
+        shared_std or _cols_below(pl, lcol, a_dim, kind, i0, i1, LOG_STD_LIMIT)
+    ):
+        return -1
+    for i in range(i0, i1):
+        for j in range(a_dim):
+            if not (abs(load1(pm, i, mcol + j, kind)) < bound):
+                return i
+            if not shared_std and not (abs(load1(pl, i, lcol + j, kind)) < LOG_STD_LIMIT):
+                return i
+    return -1
+
+
+@kernel_pair(
+    "i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w)", variants=STORAGE
+)
+def gaussian(
+    pm,
+    mcol,
+    pl,
+    lcol,
+    a_dim,
+    kind,
+    shared_std,
+    seed_lo,
+    seed_hi,
+    ctr_lo,
+    ctr_hi,
+    env_offset,
+    squash,
+    deterministic,
+    act,
+    logp,
+):  # pragma: no cover - compiled
+    """Sample diagonal-Gaussian actions; returns -1 or the first env with a non-finite parameter.
+
+    Parameters
+    ----------
+    pm : [N, *] means in columns ``mcol:mcol+a_dim`` (storage type per ``kind``).
+    pl : [N or 1, *] log-stds in columns ``lcol:lcol+a_dim``; row 0 for every
+        env when ``shared_std`` (state-independent log-std).
+    act : [N, a_dim] float32; logp : [N] float32.
+
+    Normal ``j`` of an env is Box-Muller pair ``p = j // 2`` of its stream,
+    cosine for even ``j``, sine for odd ``j``; pair ``p`` takes words ``(w0,
+    w1)`` of block ``p // 2`` for even ``p``, ``(w2, w3)`` for odd ``p``
+    (:func:`fastppo.kernels.rng.box_muller32`, float32). Then, in float64,
+    ``u = mean + exp(log_std) z`` and ``log p = sum_j (-z_j^2 / 2 - log_std_j
+    - log(2 pi) / 2)`` accumulated in ``j`` order.
+    """
+    n = pm.shape[0]
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    n_tasks = (n_chunks + TASK - 1) // TASK
+    bad = np.full(n_tasks, -1, dtype=np.int64)
+    if shared_std and n > 0:
+        # one row of log-stds for every env: checked once
+        bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1, LOG_STD_LIMIT)
+        if bad0 >= 0:
+            return 0
+    for t in numba.prange(n_tasks):
+        i0 = t * TASK * CHUNK
+        bad[t] = _gaussian_rows_ok(
+            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + TASK * CHUNK), np.inf
+        )
+    first = first_bad(bad)
+    if first >= 0:
+        return first
+    # a state-independent std: one exp per dimension per call
+    ls0 = np.empty(a_dim, dtype=np.float64)
+    sd0 = np.empty(a_dim, dtype=np.float64)
+    if shared_std:
+        for j in range(a_dim):
+            ls0[j] = load1(pl, 0, lcol + j, kind)
+            sd0[j] = math.exp(ls0[j])
+    for t in numba.prange(n_tasks):
+        _gaussian_task(
+            pm,
+            mcol,
+            pl,
+            lcol,
+            a_dim,
+            kind,
+            shared_std,
+            seed_lo,
+            seed_hi,
+            ctr_lo,
+            ctr_hi,
+            env_offset,
+            squash,
+            deterministic,
+            act,
+            logp,
+            t,
+            ls0,
+            sd0,
+        )
+    return -1
+
+
+@kernel("void(i8, i8, i8, i8, i8, i8, i8, i4_1w, i4_1w, f4_1w, f4_1w)")
+def chunk_normals(
+    seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_pair, ia, ib, zc, zs
+):  # pragma: no cover - compiled
+    """Box-Muller pairs ``p < n_pair`` of envs ``env0 + i``, ``i < rows``: cosines in
+    ``zc[p * CHUNK + i]``, sines in ``zs[p * CHUNK + i]`` (``ia``/``ib`` scratch).
+
+    Philox for every (block, env) of the chunk with envs innermost, then
+    Box-Muller as a separate pass: both loops vectorise (8 float32 normals per
+    instruction), the Philox one on 4 envs per register. All four words of a
+    block are used: pair 2b from (w0, w1), pair 2b + 1 from (w2, w3).
+    Compiled on its own, shared by every Gaussian sampler variant.
+    """
+    n_blk = (n_pair + 1) // 2
+    # views indexed from 0: no negative-index wrap for LLVM to keep
+    for b in range(n_blk):
+        ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
+        ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        for i in range(rows):
+            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
+            ia0[i], ib0[i] = normal_words(w0, w1)
+            ia1[i], ib1[i] = normal_words(w2, w3)
+    for p in range(n_pair):
+        iap = ia[p * CHUNK : (p + 1) * CHUNK]
+        ibp = ib[p * CHUNK : (p + 1) * CHUNK]
+        zcp = zc[p * CHUNK : (p + 1) * CHUNK]
+        zsp = zs[p * CHUNK : (p + 1) * CHUNK]
+        for i in range(rows):
+            zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+
+
+@kernel(
+    "void(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w, i8, f8_1, f8_1)",
+    variants=STORAGE,
+)
+def _gaussian_task(
+    pm,
+    mcol,
+    pl,
+    lcol,
+    a_dim,
+    kind,
+    shared_std,
+    seed_lo,
+    seed_hi,
+    ctr_lo,
+    ctr_hi,
+    env_offset,
+    squash,
+    deterministic,
+    act,
+    logp,
+    t,
+    ls0,
+    sd0,
+):  # pragma: no cover - compiled
+    """Chunks ``[t * TASK, (t + 1) * TASK)`` of :func:`gaussian` (a parallel task).
+
+    One set of scratch arrays serves the task's chunks (per chunk, the
+    allocations would cost as much as the arithmetic at N = 4096), and one
+    call per task keeps the call overhead of a separately compiled function
+    (~100 ns) out of the per-chunk cost.
+    """
+    n = pm.shape[0]
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    n_pair = (a_dim + 1) // 2
+    n_blk = (n_pair + 1) // 2
+    ia = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+    ib = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
+    zc = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+    zs = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+    lacc = np.empty(CHUNK, dtype=np.float64)
+    for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+        i0 = c * CHUNK
+        rows = min(n, i0 + CHUNK) - i0
+        if deterministic:
+            zc[:] = 0.0
+            zs[:] = 0.0
+        else:
+            chunk_normals(
+                seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_pair, ia, ib, zc, zs
+            )
+        # then dimension by dimension with envs innermost: the normals are
+        # read contiguously and the log-density accumulates per env in
+        # ``lacc`` (same j order as a row loop, so the same float64 sums).
+        lacc[:] = 0.0
+        for j in range(a_dim):
+            zsrc = zs if j & 1 else zc
+            off = (j >> 1) * CHUNK
+            if shared_std and not squash:
+                ls = ls0[j]
+                sd = sd0[j]
+                zv = zsrc[off : off + CHUNK]
+                if kind == KIND_F32 or kind == KIND_F64:  # no decode: a tight loop
+                    actj = act[i0 : i0 + rows, j]
+                    pmj = pm[i0 : i0 + rows, mcol + j]
+                    for i in range(rows):
+                        actj[i] = np.float64(pmj[i]) + sd * np.float64(zv[i])
+                else:
+                    for i in range(rows):
+                        zj = np.float64(zv[i])
+                        act[i0 + i, j] = load1(pm, i0 + i, mcol + j, kind) + sd * zj
+                for i in range(rows):
+                    zj = np.float64(zv[i])
+                    lacc[i] += -0.5 * zj * zj - ls - HALF_LOG_2PI
+            else:
+                for i in range(rows):
+                    ii = i0 + i
+                    zj = np.float64(zsrc[off + i])
+                    if shared_std:
+                        ls = ls0[j]
+                        sd = sd0[j]
+                    else:
+                        ls = load1(pl, ii, lcol + j, kind)
+                        sd = math.exp(ls)
+                    mu = load1(pm, ii, mcol + j, kind)
+                    u = mu + sd * zj
+                    if squash:
+                        # the density of the float32 action returned, exactly as
+                        # gaussian_logp_entropy and the MLP head evaluate it
+                        a = np.float32(math.tanh(u))
+                        act[ii, j] = a
+                        u, ld = unsquash(np.float64(a))
+                        zj = (u - mu) / sd
+                        lacc[i] += -0.5 * zj * zj - ls - HALF_LOG_2PI - ld
+                    else:
+                        act[ii, j] = u
+                        lacc[i] += -0.5 * zj * zj - ls - HALF_LOG_2PI
+        for i in range(rows):
+            logp[i0 + i] = lacc[i]
+
+
+gaussian_serial, gaussian_parallel = gaussian

@@ -1,0 +1,109 @@
+"""Log-probabilities and entropies of stored actions (categorical, Gaussian).
+
+Float64 throughout; the public layer (:mod:`fastppo.sampling.logp`) validates
+the inputs first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from fastppo._jit import kernel_pair
+from fastppo.kernels.chunks import (
+    CHUNK,
+    first_bad,
+)
+from fastppo.kernels.gaussian import HALF_LOG_2PI
+from fastppo.kernels.squash import unsquash
+
+
+@kernel_pair("i8(F_2, u1_2, b1, i8_1, F_1w, F_1w)")
+def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no cover
+    """Log-prob of stored actions and entropy per env; returns -1 or the first bad env.
+
+    A row is bad when it holds a NaN/+inf logit, allows no action, or its
+    action is out of range or masked. Float64 throughout (libm exp/log):
+    ``lse = m + log(sum_j exp(l_j - m))``, ``logp = l_a - lse``,
+    ``H = log(s) - sum_j p_j (l_j - m)`` over allowed ``j`` with ``p_j > 0``
+    (a masked logit contributes nothing, never ``0 * -inf``).
+    """
+    n = x.shape[0]
+    width = x.shape[1]
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    bad = np.full(n_chunks, -1, dtype=np.int64)
+    for c in numba.prange(n_chunks):
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            a = act[i]
+            ok = 0 <= a < width
+            if ok:
+                ok = x[i, a] != -np.inf and (not has_mask or mask[i, a] != 0)
+            for j in range(width):
+                v = x[i, j]
+                if v != v or v == np.inf:
+                    ok = False
+            if not ok:
+                bad[c] = i
+                break
+    first = first_bad(bad)
+    if first >= 0:
+        return first
+    for c in numba.prange(n_chunks):
+        for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
+            m = -np.inf
+            for j in range(width):
+                if (not has_mask or mask[i, j] != 0) and x[i, j] > m:
+                    m = np.float64(x[i, j])
+            s = 0.0
+            w = 0.0
+            for j in range(width):
+                if not has_mask or mask[i, j] != 0:
+                    d = x[i, j] - m
+                    p = math.exp(d)
+                    if p > 0.0:
+                        s += p
+                        w += p * d
+            ls = math.log(s)
+            logp[i] = (x[i, act[i]] - m) - ls
+            ent[i] = ls - w / s
+    return -1
+
+
+categorical_logp_entropy_serial, categorical_logp_entropy_parallel = categorical_logp_entropy
+
+
+@kernel_pair("void(F_2, F_2, b1, F_2, b1, F_1w, F_1w)")
+def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  # pragma: no cover
+    """Diagonal-Gaussian log-prob of stored actions and (pre-squash) entropy.
+
+    ``logp = sum_j (-((a_j - mu_j) / sigma_j)^2 / 2 - log_std_j - log(2 pi)/2)``;
+    with ``squash``, ``u = atanh(a)`` replaces ``a`` and ``log(1 - tanh(u)^2)``
+    is subtracted per dimension (one clip limit and log-det: ``kernels.squash``).
+    ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``. Inputs are
+    validated by the caller.
+    """
+    n = mean.shape[0]
+    a_dim = mean.shape[1]
+    for i in numba.prange(n):
+        # prange indices are unsigned: keep the row index int64 so the
+        # branch below does not unify int64 with uint64 (-> float64).
+        il = np.int64(0) if shared_std else np.int64(i)
+        total = 0.0
+        h = 0.0
+        for j in range(a_dim):
+            ls = np.float64(log_std[il, j])
+            a = float(act[i, j])
+            ld = 0.0
+            if squash:
+                a, ld = unsquash(a)
+            z = (a - mean[i, j]) * math.exp(-ls)
+            lp = -0.5 * z * z - ls - HALF_LOG_2PI - ld
+            total += lp
+            h += ls + 0.5 + HALF_LOG_2PI
+        logp[i] = total
+        ent[i] = h
+
+
+gaussian_logp_entropy_serial, gaussian_logp_entropy_parallel = gaussian_logp_entropy
