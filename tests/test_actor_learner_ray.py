@@ -15,6 +15,9 @@ from test_actor_learner_helpers import CountingEnv, RecordingUpdate, counting_en
 from fastppo.actor_learner import ActorLearnerConfig, run
 from fastppo.ppo.config import PPOConfig
 
+# Ray start-up and node failures take seconds each: the full run only.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray")
 
 PPO = PPOConfig(batch_size=32, n_epochs=2)

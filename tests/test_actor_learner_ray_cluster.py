@@ -11,6 +11,9 @@ from test_actor_learner_helpers import CountingEnv, RecordingUpdate, linear_poli
 from fastppo.actor_learner import ActorLearnerConfig, run
 from fastppo.ppo.config import PPOConfig
 
+# Ray start-up and node failures take seconds each: the full run only.
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fastppo
 from fastppo import _jit
 
@@ -50,6 +52,7 @@ def _edit(root: Path, rel: str) -> None:
         f.write("\n# an edit\n")
 
 
+@pytest.mark.slow
 def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(tmp_path):
     # A copy of the package, so that modules can be edited. checks.py and
     # squash.py import only _jit; Numba alone would watch only the function's

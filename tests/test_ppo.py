@@ -330,6 +330,7 @@ def test_continuous_head_with_normalisation_runs_and_clips_actions():
         assert r["mean_length"] == 200
 
 
+@pytest.mark.slow
 def test_cartpole_learns_clearly_better_than_random():
     """Random CartPole play scores ~22; a short run with the CLI defaults gets far above."""
     from fastppo.ppo.defaults import env_defaults

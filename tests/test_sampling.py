@@ -348,6 +348,7 @@ def _run_with_threads(k: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_same_actions_with_one_or_two_numba_threads() -> None:
     one = _run_with_threads(1)
     two = _run_with_threads(2)
