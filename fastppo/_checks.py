@@ -173,6 +173,15 @@ def same_float_dtype(fn: str, named: dict[str, Any]) -> None:
     Only numpy float arrays take part (a Python scalar takes the others' dtype;
     other kinds get their own error from :func:`float_array`).
     """
+    first = None
+    for x in named.values():  # the common case, all one dtype, in a few type tests
+        if type(x) is np.ndarray:
+            if first is None:
+                first = x.dtype
+            elif x.dtype is not first and x.dtype != first:
+                break
+    else:
+        return
     dts = {k: x.dtype for k, x in named.items() if isinstance(x, np.ndarray) and x.dtype in FLOATS}
     kinds = list(dict.fromkeys(dts.values()))
     if len(kinds) < 2:

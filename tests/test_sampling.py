@@ -40,7 +40,7 @@ def _mask(n: int, a: int, seed: int = 1) -> np.ndarray:
 
 def test_expf32_kernel_equals_reference_bitwise_and_is_accurate() -> None:
     """The one float32 exp (samplers and V-trace) == its numpy twin, bit for bit."""
-    from fastppo.kernels.fastmath import expf32
+    from fastppo.kernels.fastmath import expf32, expf32_nonpos
     from fastppo.reference.fastmath import expf32 as ref_expf32
 
     ends = [0.0, -0.0, -1e-30, -86.99, -87.0, -87.5, -103.9, -104.0, -np.inf, np.inf]
@@ -56,11 +56,21 @@ def test_expf32_kernel_equals_reference_bitwise_and_is_accurate() -> None:
     got = np.empty_like(x)
     run(x, got)
     np.testing.assert_array_equal(got.view(np.int32), ref_expf32(x).view(np.int32))
-    normal = (x > -87.3) & (x < 88.7)
+
+    @fastppo._jit.kernel("void(f4_1, f4_1w)")
+    def run_nonpos(x, out):  # pragma: no cover - compiled
+        for i in range(x.shape[0]):
+            out[i] = expf32_nonpos(x[i])
+
+    neg = x[x <= 0]
+    got_neg = np.empty_like(neg)
+    run_nonpos(neg, got_neg)  # the samplers' entry: the same bits for x <= 0
+    np.testing.assert_array_equal(got_neg.view(np.int32), got[x <= 0].view(np.int32))
+    normal = (x > -87.3) & (x < 88.376)
     exact = np.exp(x[normal].astype(np.float64))
     ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
     assert np.max(np.abs(got[normal] - exact) / ulp) <= 1.0
-    assert np.all(got[x <= -104] == 0.0) and np.all(np.isposinf(got[x >= 88.73]))
+    assert np.all(got[x <= -87.3] == 0.0) and np.all(np.isposinf(got[x >= 88.3763]))
     assert got[x == 0][0] == 1.0
 
 

@@ -12,8 +12,9 @@ float64, rounded to float32.
 
 ``expf32`` is the package's one float32 exponential
 (:mod:`fastppo.kernels.fastmath`: Cody-Waite reduction, the Cephes ``expf``
-polynomial, vectorised, within 1 ulp; 0 below ``-104``), i.e. relative errors
-of ``1.2e-7`` in the probabilities, far below sampling noise. ``log32`` is the float32
+polynomial, vectorised, within 1 ulp; 0 at or below ``-87.3``; called through
+its ``x <= 0`` entry ``expf32_nonpos``), i.e. relative errors of ``1.2e-7`` in
+the probabilities, far below sampling noise. ``log32`` is the float32
 Cephes ``logf`` of :mod:`fastppo.kernels.rng` (within 1 ulp); with the
 rounding of ``s`` to float32, ``log s`` is within 1.9e-7 absolute for ``s <=
 18`` and 1.1e-6 for ``s <= 2**24`` (measured on 1e6 random ``s`` each), in
@@ -37,7 +38,7 @@ from fastppo.kernels.chunks import (
     load_row,
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
-from fastppo.kernels.fastmath import expf32
+from fastppo.kernels.fastmath import expf32_nonpos
 from fastppo.kernels.rng import log32
 
 # The multi-discrete sampler takes arrays only (no byte-buffer entry).
@@ -63,7 +64,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
     if m == -np.inf:
         return -1, 0.0
     for j in range(lo, hi):
-        e[j] = expf32(np.float32(r[j] - m))
+        e[j] = expf32_nonpos(np.float32(r[j] - m))
     s = 0.0
     for j in range(lo, hi):
         s += e[j]
@@ -260,7 +261,7 @@ def _chunk_sample(
         Rj = R[j * CHUNK : (j + 1) * CHUNK]
         Ej = E[j * CHUNK : (j + 1) * CHUNK]
         for i in range(rows):
-            Ej[i] = expf32(np.float32(Rj[i] - M[i]))
+            Ej[i] = expf32_nonpos(np.float32(Rj[i] - M[i]))
         for i in range(rows):
             S[i] += Ej[i]
     # 4. the action

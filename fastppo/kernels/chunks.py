@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
+from fastppo._jit import inline
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import env_block, uniform53
 
@@ -81,14 +81,12 @@ def first_bad(bad):  # pragma: no cover - compiled
     return -1
 
 
-@kernel("void(i8, i8, i8, i8, i8, i8, i8, f8_1w)")
+@inline
 def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # pragma: no cover
     """``u[k * CHUNK + i]`` = uniform ``k`` of env ``env0 + i``, for ``i < rows``, ``k < n_uni``.
 
     Rows are the inner loop: the Philox rounds of different envs are
-    independent, so LLVM runs several envs per vector register. Compiled on
-    its own: it does not depend on the logits' dtype, so every sampler
-    variant shares one compile of the (large) unrolled Philox.
+    independent, so LLVM runs several envs per vector register.
     """
     for b in range((n_uni + 1) // 2):
         # views indexed from 0: no negative-index wrap for LLVM to keep

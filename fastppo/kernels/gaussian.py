@@ -177,7 +177,7 @@ def gaussian(
     return -1
 
 
-@kernel("void(i8, i8, i8, i8, i8, i8, i8, i4_1w, i4_1w, f4_1w, f4_1w)")
+@inline
 def chunk_normals(
     seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_pair, ia, ib, zc, zs
 ):  # pragma: no cover - compiled
@@ -188,7 +188,6 @@ def chunk_normals(
     Box-Muller as a separate pass: both loops vectorise (8 float32 normals per
     instruction), the Philox one on 4 envs per register. All four words of a
     block are used: pair 2b from (w0, w1), pair 2b + 1 from (w2, w3).
-    Compiled on its own, shared by every Gaussian sampler variant.
     """
     n_blk = (n_pair + 1) // 2
     # views indexed from 0: no negative-index wrap for LLVM to keep
