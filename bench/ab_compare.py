@@ -1,0 +1,102 @@
+"""Before/after kernel timings of two checkouts, in alternating processes.
+
+Neighbours on a shared VM move absolute times by 2x from minute to minute, so
+each round runs the same snippet once per checkout, back to back, pinned to
+one core with ``NUMBA_NUM_THREADS=1``; each checkout keeps its own Numba cache
+(warmed by a first, untimed process). Prints medians over the rounds::
+
+    taskset -c 0 python bench/ab_compare.py --before /tmp/old-checkout --rounds 3
+
+``--after`` defaults to this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SNIPPET = r"""
+import json, time
+import numpy as np
+import fastppo
+rng = np.random.default_rng(0)
+def med(f, n, rep=7):
+    f()
+    ts = []
+    for _ in range(rep):
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        ts.append((time.perf_counter() - t) / n)
+    return float(np.median(ts)) * 1e6
+T, N = 2048, 64
+r = rng.standard_normal((T, N)).astype(np.float32)
+v = rng.standard_normal((T, N)).astype(np.float32)
+lv = v[0].copy(); te = rng.random((T, N)) < 0.02
+blp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+tlp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+lg = rng.standard_normal((4096, 18)).astype(np.float32)
+mk = rng.random((4096, 18)) < 0.8; mk[:, 0] = True
+mu = rng.standard_normal((4096, 6)).astype(np.float32)
+ls = (0.1 * rng.standard_normal(6)).astype(np.float32)
+r11 = np.ones((1, 1), np.float32); te11 = np.zeros((1, 1), bool)
+print(json.dumps({
+    "gae [2048x64]": med(lambda: fastppo.gae(r, v, lv, te), 20),
+    "vtrace [2048x64]": med(lambda: fastppo.vtrace(blp, tlp, r, v, lv, te), 10),
+    "discounted_returns [2048x64]": med(lambda: fastppo.discounted_returns(r, lv, te), 20),
+    "gae [1x1]": med(lambda: fastppo.gae(r11, r11, r11[0], te11), 2000),
+    "sample_categorical [4096x18] + mask": med(
+        lambda: fastppo.sample_categorical(lg, mk, seed=1, counter=2), 50),
+    "sample_categorical N=1": med(lambda: fastppo.sample_categorical(lg[:1], seed=1, counter=2), 2000),
+    "sample_gaussian [4096x6]": med(lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2), 50),
+    "sample_gaussian [4096x6] squash": med(
+        lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2, squash=True), 50),
+    "categorical_logp_entropy [4096x18]": med(
+        lambda: fastppo.categorical_logp_entropy(lg, np.zeros(4096, np.int64), mk), 50),
+}))
+"""  # noqa: E501
+
+
+def _run(src: Path, cache: str) -> dict[str, float]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, NUMBA_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", SNIPPET], env=env, cwd=src, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(f"{src}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", type=Path, required=True)
+    ap.add_argument("--after", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        caches = {"before": f"{tmp}/before", "after": f"{tmp}/after"}
+        trees = {"before": a.before, "after": a.after}
+        for k in trees:  # compile once, untimed
+            _run(trees[k], caches[k])
+        rows: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        for _ in range(a.rounds):
+            for k in trees:
+                rows[k].append(_run(trees[k], caches[k]))
+    print("| call (us, median) | before | after | after / before |")
+    print("|---|---|---|---|")
+    for name in rows["before"][0]:
+        b = statistics.median(r[name] for r in rows["before"])
+        f = statistics.median(r[name] for r in rows["after"])
+        print(f"| {name} | {b:.1f} | {f:.1f} | {f / b:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
