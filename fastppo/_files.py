@@ -157,7 +157,15 @@ def read_npz(fn: str, path: str, data: bytes) -> dict[str, np.ndarray]:
     """
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        EOFError,
+        ValueError,
+        NotImplementedError,  # e.g. "zip file version 10.9" from a corrupted directory
+        RuntimeError,
+    ) as e:
         bad(fn, path, "a .npz (zip) archive", f"{len(data)} bytes that are not one ({e})")
     arrays: dict[str, np.ndarray] = {}
     with zf:

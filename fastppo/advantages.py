@@ -571,6 +571,8 @@ def next_step_valid(
     te = C.as_array(fn, "terminated", terminated)
     if te.ndim not in (1, 2):
         C.fail(fn, "terminated", "1-D or 2-D", f"shape {te.shape}")
+    if te.shape[0] == 0:  # as the sweeps: a rollout has at least one step
+        C.fail(fn, "terminated", "non-empty (at least one step)", f"shape {te.shape}")
     term = C.flag_array(fn, "terminated", te, te.shape)
     trunc = C.flag_array(fn, "truncated", truncated, te.shape)
     valid = np.empty(te.shape, bool)

@@ -332,7 +332,7 @@ def _hostile(value: Any, kind: int, pos: int, aliases: list[np.ndarray]) -> Any:
             return _SCALARS[kind // 3 % len(_SCALARS)]
         try:
             return variants[kind % len(variants)]()
-        except (OverflowError, ValueError):  # a variant this array cannot take: keep it
+        except (OverflowError, ValueError, TypeError):  # a variant this array cannot take
             return value
     return _SCALARS[kind % len(_SCALARS)]
 

@@ -581,3 +581,9 @@ def test_float32_results_beyond_float32_range_saturate_as_documented():
     r64, z64, lv64 = (x.astype(np.float64) for x in (r, z, lv))
     assert np.isfinite(fastppo.gae(r64, z64, lv64, te, gamma=1.0)[0]).all()
     assert "saturates to +-inf" in fastppo.gae.__doc__
+
+
+def test_next_step_valid_refuses_zero_steps():
+    """Found by the fuzz suite: an empty rollout raised IndexError."""
+    with pytest.raises(ValueError, match=r"^next_step_valid: terminated must be non-empty"):
+        fastppo.next_step_valid(np.zeros((0, 3), bool), np.zeros((0, 3), bool))

@@ -468,3 +468,15 @@ def test_an_encrypted_member_is_refused_in_the_house_format(loader, tmp_path) ->
             PPOTrainer.load(str(tmp_path), env="CartPole-v1")
         else:
             al_checkpoint.load(str(npz))
+
+
+def test_a_zip_directory_claiming_an_unknown_version_is_refused(tmp_path) -> None:
+    """Found by the fuzz suite: zipfile's NotImplementedError ("zip file version")."""
+    npz = tmp_path / "learner.npz"
+    raw = bytearray((DATA / "learner" / "learner.npz").read_bytes())
+    i = raw.find(b"PK\x01\x02")  # central directory: "version made by" at +4
+    raw[i + 4] = 109  # 10.9
+    raw[i + 6] = 109  # "version needed to extract"
+    npz.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"^checkpoint.load: .* must be"):
+        al_checkpoint.load(str(npz))

@@ -410,26 +410,9 @@ def multi_categorical(
 ):  # pragma: no cover - compiled
     """Sample every env's (multi-)categorical action; returns -1 or the first bad env.
 
-    Parameters
-    ----------
-    x : [N, W] float32, float64 or uint16 (float16/bfloat16 bits, see ``kind``)
-        Logits of ``D = len(offs) - 1`` categorical dimensions laid side by
-        side: dimension ``d`` owns columns ``offs[d]:offs[d+1]``.
-    mask : [N, W] uint8, nonzero = allowed (ignored unless ``has_mask``).
-    offs : [D + 1] int64 segment bounds.
-    seed_lo, seed_hi, ctr_lo, ctr_hi : 32-bit words of seed and counter.
-    env_offset : global index of row 0 (its stream id).
-    prevalidate : run a validation pass first, so that nothing is written
-        when a row is bad (the caller's ``out=`` buffers). When the outputs
-        are fresh arrays the check rides along the sampling pass instead:
-        partial outputs are then discarded by the caller.
-    proto : empty array whose dtype is the working precision (float32, or
-        float64 for float64 logits).
-    act : [N * D] int64, written ``act[i*D + d]`` (action within dimension d).
-    logp : [N] float32, sum of the dimensions' log-probabilities.
-
-    Dimension ``d`` uses uniform ``d`` of the env's stream. A bad row has a
-    NaN or +inf logit, or a dimension with no allowed finite logit.
+    The arguments are :func:`categorical`'s (``offs`` with ``D + 1`` bounds,
+    ``act`` of ``N * D``). Row by row: dimension ``d`` draws from its segment
+    with uniform ``d`` of the env's stream.
     """
     n = x.shape[0]
     width = x.shape[1]
