@@ -43,6 +43,9 @@ from fastppo.compat.sb3 import sb3_gae
 from fastppo.nn import ActorCritic
 
 EXAMPLES = int(os.environ.get("FASTPPO_FUZZ_EXAMPLES", "150"))
+# The same cases every run (CI must not flip on a new random draw); set
+# FASTPPO_FUZZ_RANDOM=1 to explore fresh ones.
+DERANDOMIZE = not os.environ.get("FASTPPO_FUZZ_RANDOM")
 COUNTS: Counter[str] = Counter()
 
 
@@ -395,6 +398,7 @@ _EDIT = st.tuples(st.integers(0, 50), st.integers(0, 400), st.integers(0, 1000))
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     database=None,
+    derandomize=DERANDOMIZE,
 )
 @given(edits=st.lists(_EDIT, min_size=1, max_size=2))
 def test_fuzz(name: str, edits: list[tuple[int, int, int]]) -> None:
@@ -421,7 +425,7 @@ def _mutate(raw: bytes, how: int, pos: int, byte: int) -> bytes:
 
 
 @pytest.mark.parametrize("loader", sorted(_LOADERS))
-@settings(max_examples=EXAMPLES, deadline=None, database=None)
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=DERANDOMIZE)
 @given(
     which=st.integers(0, 1),
     how=st.integers(0, 3),
