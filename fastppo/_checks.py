@@ -371,13 +371,15 @@ def check_out_pair(
     return a, b
 
 
-def check_no_overlap(
-    fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, np.ndarray | None]
-) -> None:
-    """Outputs must not alias inputs: the kernels never modify their inputs."""
+def check_no_overlap(fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, Any]) -> None:
+    """Outputs must not alias inputs: the kernels never modify their inputs.
+
+    ``inputs`` may hold the caller's arguments as given: only arrays can share
+    memory, so ``None``, scalars and lists are skipped.
+    """
     for o in outs:
         for name, a in inputs.items():
-            if a is not None and np.may_share_memory(o, a):
+            if isinstance(a, np.ndarray) and np.may_share_memory(o, a):
                 fail(fn, "out", f"not to overlap the input {name!r}", "a buffer that shares memory")
 
 

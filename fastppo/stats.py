@@ -622,9 +622,7 @@ class ReturnNormalizer:
         if out is not None:
             o = check_out(fn, "out", out, a.shape, a.dtype)
             given = {"rewards": a, "terminated": terminated, "truncated": truncated, "valid": valid}
-            check_no_overlap(
-                fn, (o,), {k: x for k, x in given.items() if isinstance(x, np.ndarray)}
-            )
+            check_no_overlap(fn, (o,), given)
         res = o if o is not None else np.empty(a.shape, a.dtype)
         if a.size == 0:
             return res
