@@ -1,12 +1,26 @@
-"""Cython extensions (everything else lives in pyproject.toml).
+"""Cython extensions and the kernels' machine code (everything else lives in pyproject.toml).
 
-``pip install -e .`` (or ``pip install .``) compiles them; rerun it after
-editing a ``.pyx``. Nothing is compiled at import time.
+``pip install .`` (or ``pip install -e .``) compiles the Cython extensions;
+rerun it after editing a ``.pyx``. Numba kernels compile on first use and are
+cached on disk. With ``FASTPPO_BUILD_KERNELS=1`` the install also compiles
+every kernel on the machine it installs on (one process per core, ``python -m
+fastppo._warmup``) into Numba's on-disk cache next to the installed sources:
+a fresh install's first call of any kernel then loads machine code instead
+of compiling it, at the price of minutes of install time (docs/design.md,
+"Compile cost"). An edited kernel recompiles on its first call. Nothing is
+compiled at import time.
 """
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 extensions = [
     Extension("fastppo._cy._stats", ["fastppo/_cy/_stats.pyx"]),
@@ -19,4 +33,31 @@ extensions = [
     ),
 ]
 
-setup(ext_modules=cythonize(extensions, language_level=3))
+
+class BuildExtAndKernels(build_ext):
+    """build_ext, then the Numba kernels' cache for the package being built."""
+
+    def run(self) -> None:
+        super().run()
+        if os.environ.get("FASTPPO_BUILD_KERNELS", "0") != "1":
+            return  # kernels compile on first use
+        # In place (editable installs) the package imported later is the
+        # source tree; otherwise it is build_lib, which becomes the wheel.
+        pkg_root = ROOT if self.inplace else os.path.abspath(self.build_lib)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
+        # The cache must land next to the sources being installed, where
+        # Numba looks first when no NUMBA_CACHE_DIR is set.
+        env.pop("NUMBA_CACHE_DIR", None)
+        subprocess.run(
+            [sys.executable, "-m", "fastppo._warmup", "--jobs", str(os.cpu_count() or 1)],
+            cwd=pkg_root,
+            env=env,
+            check=True,
+        )
+
+
+setup(
+    ext_modules=cythonize(extensions, language_level=3),
+    cmdclass={"build_ext": BuildExtAndKernels},
+)

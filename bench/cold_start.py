@@ -2,10 +2,14 @@
 
 Each row runs in its own interpreter with an empty ``NUMBA_CACHE_DIR``, so it
 measures compilation (and nothing a previous row left in a cache), pinned to
-one core with ``NUMBA_NUM_THREADS=1``::
+one core with ``NUMBA_NUM_THREADS=1``. With ``--installed PYTHON`` each row
+runs that interpreter's installed fastppo with its own on-disk cache instead
+(what a user of an install built with ``FASTPPO_BUILD_KERNELS=1`` pays)::
 
     taskset -c 0 python bench/cold_start.py            # this checkout
     taskset -c 0 python bench/cold_start.py --src DIR  # another checkout (before/after)
+    # an install whose build compiled the kernels (FASTPPO_BUILD_KERNELS=1):
+    taskset -c 0 python bench/cold_start.py --installed VENV/bin/python
 
 Prints a markdown table (seconds) and, with ``--json PATH``, writes the rows.
 Issue 11's targets: every first call <= 2 s, ``warmup()`` <= 30 s, a first
@@ -76,9 +80,20 @@ print(json.dumps({{"import_s": t1 - t0, "first_call_s": t3 - t2}}))
 """
 
 
+#: ``--installed``: the interpreter of an install to measure as it is
+_INSTALLED: str | None = None
+
+
+def _python() -> str:
+    return _INSTALLED or sys.executable
+
+
 def _env(src: Path, cache: str) -> dict[str, str]:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, NUMBA_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    if _INSTALLED:  # the install's own package and cache, not this checkout's
+        env.pop("NUMBA_CACHE_DIR")
+        env.pop("PYTHONPATH")
     return env
 
 
@@ -87,9 +102,9 @@ def first_call(src: Path, call: str, timeout_s: float = 900.0) -> dict[str, floa
     with tempfile.TemporaryDirectory(prefix="fastppo-cold-") as cache:
         code = _SNIPPET.format(setup=_SETUP, call=call)
         out = subprocess.run(
-            [sys.executable, "-c", code],
+            [_python(), "-c", code],
             env=_env(src, cache),
-            cwd=src,
+            cwd=cache if _INSTALLED else src,
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -105,7 +120,7 @@ def first_train(src: Path, timeout_s: float = 900.0) -> dict[str, float]:
     The compile time is the difference: the same run, the same work, once
     with an empty cache and once loading what the first one wrote.
     """
-    args = [sys.executable, "-m", "fastppo.cli", "train", "CartPole-v1"]
+    args = [_python(), "-m", "fastppo.cli", "train", "CartPole-v1"]
     args += ["--total-timesteps", "4096", "--quiet", "--eval-episodes", "1"]
     times = []
     with tempfile.TemporaryDirectory(prefix="fastppo-cold-") as cache:
@@ -115,7 +130,7 @@ def first_train(src: Path, timeout_s: float = 900.0) -> dict[str, float]:
                 subprocess.run(
                     [*args, "--out", str(Path(runs) / f"run{i}")],
                     env=_env(src, cache),
-                    cwd=src,
+                    cwd=runs if _INSTALLED else src,
                     capture_output=True,
                     text=True,
                     timeout=timeout_s,
@@ -131,9 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="row names to run (default: all)")
     ap.add_argument("--no-train", action="store_true", help="skip the training row")
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--installed", metavar="PYTHON", help="measure this interpreter's install")
     a = ap.parse_args(argv)
+    global _INSTALLED
+    _INSTALLED = a.installed
     rows: dict[str, dict[str, float]] = {}
-    print("| first call in a fresh process and cache | import s | call s |")
+    cache = "the install's cache" if _INSTALLED else "an empty cache"
+    print(f"| first call in a fresh process, {cache} | import s | call s |")
     print("|---|---|---|")
     for name, call in CALLS.items():
         if a.only and name not in a.only:

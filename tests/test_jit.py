@@ -28,13 +28,20 @@ for d in (f, g):
 LOADED, COMPILED = (1, 0), (0, 1)
 
 
-def _run(pkg_root: Path, cache: Path) -> list[tuple[int, int]]:
+def _run(pkg_root: Path, cache: Path | None) -> list[tuple[int, int]]:
+    """(cache hits, cache misses) of two kernels of the package under ``pkg_root``,
+    with ``cache`` as ``NUMBA_CACHE_DIR`` (None: Numba's ``__pycache__`` next to
+    the sources, where an install built with ``FASTPPO_BUILD_KERNELS=1`` keeps them).
+    """
     # -S: no site hooks, so an editable install's import finder cannot shadow
     # the copy; the dependencies come from this interpreter's sys.path, minus
     # any entry that holds another fastppo (the checkout under test).
     deps = [p for p in sys.path if p and not (Path(p) / "fastppo").is_dir()]
     path = os.pathsep.join([str(pkg_root), *deps])
-    env = dict(os.environ, PYTHONPATH=path, NUMBA_CACHE_DIR=str(cache))
+    env = dict(os.environ, PYTHONPATH=path)
+    env.pop("NUMBA_CACHE_DIR", None)
+    if cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache)
     out = subprocess.run(
         [sys.executable, "-S", "-c", _PROBE, str(pkg_root)],
         cwd=pkg_root,
@@ -69,6 +76,23 @@ def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(
     _edit(root, "_jit.py")  # imported by both
     assert _run(root, cache) == [COMPILED, COMPILED]
     assert _run(root, cache) == [LOADED, LOADED]
+
+
+def test_the_cache_next_to_the_sources_survives_a_move(tmp_path):
+    # What an install built with FASTPPO_BUILD_KERNELS=1 relies on: the build
+    # compiles in build/lib, the wheel installs the cache into site-packages.
+    # The stamp is the sources' content, not their path or modification time.
+    built = tmp_path / "build" / "lib"
+    shutil.copytree(
+        Path(fastppo.__file__).parent,
+        built / "fastppo",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    assert _run(built, None) == [COMPILED, COMPILED]
+    installed = tmp_path / "site-packages"
+    shutil.copytree(built, installed, copy_function=shutil.copy)  # new mtimes, as pip writes
+    shutil.rmtree(built)
+    assert _run(installed, None) == [LOADED, LOADED]
 
 
 def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():

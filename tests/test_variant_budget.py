@@ -111,3 +111,39 @@ def test_signature_vocabulary() -> None:
     assert f32.args[2] is nt.float64 and f32.args[3] == nt.Tuple((nt.int64, nt.float64))
     # a declaration without the variant's names is one signature, not two
     assert len(_jit.signatures("i8(i8, i8)", _jit.FLOATS)) == 1
+
+
+def test_warmup_workers_split_the_kernel_modules_without_overlap() -> None:
+    # A kernel calls declared kernels of its own module only, so a module per
+    # worker means no two processes write the cache index of one kernel.
+    from fastppo._warmup import _partition
+
+    for jobs in (1, 2, 3, 16):
+        groups = _partition(jobs)
+        assert 1 <= len(groups) <= jobs
+        flat = [m for g in groups for m in g]
+        assert sorted(flat) == sorted(_MODULES[:-1])  # each once; cabi stays in the parent
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True, "2"])
+def test_warmup_refuses_a_bad_job_count(jobs) -> None:
+    with pytest.raises(ValueError, match=r"warmup: jobs must be an int >= 1, got"):
+        fastppo.warmup(jobs=jobs)
+
+
+@pytest.mark.slow
+def test_warmup_in_worker_processes_leaves_nothing_to_compile(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    # The workers write the on-disk cache; the parent then loads every
+    # variant (or compiles none it has not been handed), cache_misses() is
+    # what --check reports.
+    code = (
+        "import fastppo; from fastppo import _warmup; fastppo.warmup(jobs=2);"
+        "print(len(_warmup.cache_misses()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=900
+    )
+    assert out.stdout.split()[-1] == "0", out.stdout
