@@ -1,7 +1,8 @@
 """Files are data: atomic writes, and reads that can neither run code nor over-allocate.
 
-Threat model. A checkpoint (``PPOTrainer.save``'s ``checkpoint.json`` +
-``checkpoint.npz``, the actor-learner's ``learner.npz``) may come from someone
+Threat model. A checkpoint (``checkpoint.json`` + ``checkpoint.npz``, written
+by ``PPOTrainer.save`` and the actor-learner; a previous release's
+``learner.npz``) may come from someone
 else: a downloaded run directory, a shared disk. Loading one
 (``PPOTrainer.load``, ``fastppo eval``, ``fastppo train --resume``, an
 actor-learner resume) may:
@@ -45,6 +46,7 @@ previous file intact.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -249,3 +251,82 @@ def member(
     if shape is not None and a.shape != tuple(shape):
         bad(fn, label, f"shape {tuple(shape)}", f"shape {a.shape}")
     return np.ascontiguousarray(a)
+
+
+# -- the checkpoint format: a directory holding checkpoint.npz + checkpoint.json --
+#: Arrays of a checkpoint (policy parameters, optimizer moments, statistics).
+CHECKPOINT_NPZ = "checkpoint.npz"
+#: Everything else: ``format`` and ``version`` (what the pair holds), the
+#: npz's ``npz_sha256``, and the sections the writer defines.
+CHECKPOINT_JSON = "checkpoint.json"
+
+
+def split_state(prefix: str, state: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> dict:
+    """Arrays of ``state`` go to ``arrays`` under ``prefix/key``; the rest is returned for JSON."""
+    rest: dict[str, Any] = {}
+    for k, v in state.items():
+        if isinstance(v, np.ndarray):
+            arrays[f"{prefix}/{k}"] = v
+        elif isinstance(v, np.generic):
+            rest[k] = v.item()
+        else:
+            rest[k] = v
+    return rest
+
+
+def join_state(prefix: str, rest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict:
+    """Inverse of :func:`split_state`."""
+    d = dict(rest)
+    p = f"{prefix}/"
+    for name, a in arrays.items():
+        if name.startswith(p):
+            d[name[len(p) :]] = a
+    return d
+
+
+def write_checkpoint(path: str, meta: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    """Write the directory ``path`` (created if missing): the npz first, then the JSON.
+
+    Both are written atomically; the JSON records the npz's SHA-256, so a crash
+    between the two renames, or a mismatched pair copied by hand, is detected on
+    load instead of silently mixing states.
+    """
+    os.makedirs(path, exist_ok=True)
+    data = npz_bytes(arrays)
+    meta = dict(meta, npz_sha256=hashlib.sha256(data).hexdigest())
+    write_atomic(os.path.join(path, CHECKPOINT_NPZ), data)
+    write_atomic(os.path.join(path, CHECKPOINT_JSON), json.dumps(meta, indent=1).encode())
+
+
+def read_checkpoint(
+    fn: str, path: str, fmt: str, version: int
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of the checkpoint directory ``path``, which must hold ``fmt``
+    at ``version``; both files parsed as this module says, the pair checked to match."""
+    meta_path = os.path.join(path, CHECKPOINT_JSON)
+    npz_path = os.path.join(path, CHECKPOINT_NPZ)
+    if not (os.path.isfile(meta_path) and os.path.isfile(npz_path)):
+        bad(fn, "path", f"a directory holding {CHECKPOINT_JSON} and {CHECKPOINT_NPZ}", repr(path))
+    meta = parse_json(fn, meta_path, read_file(fn, meta_path))
+    if meta.get("format") != fmt:
+        bad(fn, meta_path, f"a {fmt} file", f"format {meta.get('format')!r}")
+    if meta.get("version") != version:
+        bad(fn, meta_path, f"format version {version}", repr(meta.get("version")))
+    data = read_file(fn, npz_path)
+    if hashlib.sha256(data).hexdigest() != meta.get("npz_sha256"):
+        bad(
+            fn,
+            npz_path,
+            f"the file {CHECKPOINT_JSON} was written with (SHA-256 mismatch)",
+            "a different file (interrupted save or mixed checkpoints)",
+        )
+    return meta, read_npz(fn, npz_path, data)
+
+
+def section(fn: str, path: str, meta: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``meta[key]``, which must be a JSON object."""
+    v = meta.get(key)
+    if not isinstance(v, dict):
+        label = f"{os.path.join(path, CHECKPOINT_JSON)} field {key!r}"
+        bad(fn, label, "a JSON object", type(v).__name__)
+    return v

@@ -406,10 +406,20 @@ def test_fuzz(name: str, edits: list[tuple[int, int, int]]) -> None:
 
 
 # -- loaders: mutated checkpoint files ---------------------------------------------
-DATA = os.path.join(os.path.dirname(__file__), "data", "checkpoints_v1")
+DATA = os.path.join(os.path.dirname(__file__), "data")
+# name -> (fixture directory, its files, the loader's name in its errors)
 _LOADERS = {
-    "PPOTrainer.load": ("ppo_cartpole", ("checkpoint.json", "checkpoint.npz")),
-    "actor_learner.checkpoint.load": ("learner", ("learner.npz",)),
+    "PPOTrainer.load": (
+        "checkpoints_v1/ppo_cartpole",
+        ("checkpoint.json", "checkpoint.npz"),
+        "PPOTrainer.load",
+    ),
+    "actor_learner checkpoint": (
+        "checkpoints_v2/learner",
+        ("checkpoint.json", "checkpoint.npz"),
+        "checkpoint.load",
+    ),
+    "actor_learner checkpoint v1": ("checkpoints_v1/learner", ("learner.npz",), "checkpoint.load"),
 }
 
 
@@ -438,7 +448,7 @@ def test_fuzz_loader(loader: str, which: int, how: int, pos: int, byte: int, tmp
     from fastppo import PPOTrainer
     from fastppo.actor_learner import checkpoint as al_checkpoint
 
-    src, files = _LOADERS[loader]
+    src, files, fn = _LOADERS[loader]
     d = tmp_path_factory.mktemp("ck")
     for f in files:
         shutil.copy(os.path.join(DATA, src, f), d / f)
@@ -448,10 +458,10 @@ def test_fuzz_loader(loader: str, which: int, how: int, pos: int, byte: int, tmp
         if loader == "PPOTrainer.load":
             PPOTrainer.load(str(d), env="CartPole-v1")
         else:
-            al_checkpoint.load(str(d / "learner.npz"))
+            al_checkpoint.load(str(d / files[0]) if len(files) == 1 else str(d))
     except ValueError as e:
         m = _MSG.match(str(e))
-        assert m and loader.split(".")[-1] in m["fn"], f"{loader}: {e}"
+        assert m and m["fn"] == fn, f"{loader}: {e}"
         COUNTS[f"{loader} refused"] += 1
     else:
         COUNTS[f"{loader} ran"] += 1

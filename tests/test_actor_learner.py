@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import shutil
 import struct
 import sys
 import threading
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -496,15 +498,41 @@ def test_checkpoint_resumes_a_crashed_run(tmp_path: object) -> None:
     ck = {"checkpoint_every": 2, "checkpoint_dir": d, "total_env_steps": 32 * 2 * 4}
     with pytest.raises(RuntimeError, match="learner crashed"):
         _cartpole_run(_update_fn=crashes_on_third, **ck)
-    arrays, meta = checkpoint.load(f"{d}/learner.npz")
-    assert meta["updates"] == 2 and meta["env_steps"] == 128
+    arrays, meta = checkpoint.load(d)
+    assert meta["updates"] == 2 and meta["env_steps"] == 128 and meta["format_version"] == 2
     policy, rep = _cartpole_run(resume=True, **ck)
     assert rep.updates == 4 and rep.env_steps == 4 * 64
     assert len(rep.history) == 2  # only the updates after the checkpoint ran
     assert rep.last_version == 4  # version 2 (from 2 updates) published first, then 3, 4
-    _, meta2 = checkpoint.load(f"{d}/learner.npz")
+    _, meta2 = checkpoint.load(d)
     assert meta2["updates"] == 4 and meta2["incarnations"] == [1, 1]  # fresh RNG streams
     assert not np.array_equal(arrays["params"], policy.params)
+
+
+def test_a_previous_release_learner_file_is_resumed(tmp_path: Path) -> None:
+    # version 1: one learner.npz; the run resumes from it, then writes the
+    # current format (checkpoint.json + .npz) next to it
+    from fastppo.actor_learner import checkpoint
+    from fastppo.ppo.update import ppo_update
+
+    v1 = Path(__file__).parent / "data" / "checkpoints_v1" / "learner" / "learner.npz"
+    shutil.copy(v1, tmp_path / "learner.npz")
+    seen = []
+
+    def recording(policy, *args: object, **kw: object) -> dict[str, float]:
+        seen.append(policy.params.copy())
+        return ppo_update(policy, *args, **kw)  # type: ignore[arg-type]
+
+    cfg = {"num_actors": 2, "num_steps": 32, "total_env_steps": 256, "seed": 3}
+    ck = {"checkpoint_every": 2, "checkpoint_dir": str(tmp_path), "resume": True}
+    ppo = PPOConfig(batch_size=32, n_epochs=2, hidden_sizes=(8,), learning_rate=3e-4, seed=1)
+    _, rep = run("CartPole-v1", ActorLearnerConfig(**cfg, **ck), ppo, "threads",
+                 _update_fn=recording)  # fmt: skip
+    old, _ = checkpoint.load(str(v1))
+    assert np.array_equal(seen[0], old["params"])  # the first update starts from the file
+    assert rep.updates == 4 and len(seen) == 2
+    _, meta = checkpoint.load(str(tmp_path))
+    assert meta["format_version"] == 2 and meta["updates"] == 4
 
 
 def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:

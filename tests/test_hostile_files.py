@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 
 from fastppo import PPOConfig, PPOTrainer
+from fastppo._files import CHECKPOINT_JSON as META
+from fastppo._files import CHECKPOINT_NPZ as NPZ
 from fastppo._files import npz_bytes, read_npz
 from fastppo.actor_learner import checkpoint as al_checkpoint
-from fastppo.ppo.checkpoint import META, NPZ
 
 DATA = Path(__file__).parent / "data" / "checkpoints_v1"
 SMALL = PPOConfig(n_envs=2, n_steps=16, batch_size=16, n_epochs=1, hidden_sizes=(8,), seed=1)
@@ -480,3 +481,22 @@ def test_a_zip_directory_claiming_an_unknown_version_is_refused(tmp_path) -> Non
     npz.write_bytes(bytes(raw))
     with pytest.raises(ValueError, match=r"^checkpoint.load: .* must be"):
         al_checkpoint.load(str(npz))
+
+
+def test_one_checkpoint_format_each_loader_refuses_the_others_content(tmp_path) -> None:
+    # trainer and actor-learner write the same pair of files; the JSON's
+    # "format" says which state it holds, and each loader takes only its own
+    from fastppo.actor_learner import checkpoint as al_checkpoint
+
+    with pytest.raises(ValueError, match=r"^checkpoint.load: .* must be a fastppo-actor-learner"):
+        al_checkpoint.load(str(DATA / "ppo_cartpole"))
+    learner = DATA.parent / "checkpoints_v2" / "learner"
+    with pytest.raises(ValueError, match=r"^PPOTrainer.load: .* must be a fastppo-ppo-checkpoint"):
+        PPOTrainer.load(str(learner), env="CartPole-v1")
+    d = tmp_path / "ck"
+    shutil.copytree(learner, d)
+    meta = json.loads((d / META).read_text())
+    meta["learner"] = [1, 2]
+    (d / META).write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"field 'learner' must be a JSON object, got list"):
+        al_checkpoint.load(str(d))

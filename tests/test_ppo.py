@@ -11,9 +11,10 @@ import pytest
 
 gym = pytest.importorskip("gymnasium")
 
+from fastppo._files import CHECKPOINT_JSON as META  # noqa: E402
+from fastppo._files import CHECKPOINT_NPZ as NPZ  # noqa: E402
 from fastppo.nn import ActorCritic, Adam  # noqa: E402
 from fastppo.ppo import PPOConfig, PPOTrainer, RolloutBatch, ppo_update  # noqa: E402
-from fastppo.ppo.checkpoint import META, NPZ  # noqa: E402
 
 CLEANRL_NAMES = (
     "losses/policy_loss",

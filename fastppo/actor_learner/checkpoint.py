@@ -1,84 +1,117 @@
 """Learner checkpoints: resume a crashed run without unpickling anything.
 
-One file, ``learner.npz``, written with ``allow_pickle=False`` and replaced
-atomically (write to a temporary name, then ``os.replace``), so a crash during
-a save leaves the previous checkpoint intact. Arrays:
+fastppo's one checkpoint format, as the trainer writes it
+(:func:`fastppo._files.write_checkpoint`): a directory holding
+``checkpoint.npz`` (``policy/params``, ``adam/m``, ``adam/v``) and
+``checkpoint.json`` (``format`` ``"fastppo-actor-learner-checkpoint"``,
+``version`` 2, the npz's SHA-256, ``policy`` (the network's spec), ``config``,
+``adam`` (step count and scalars) and ``learner``: ``updates``,
+``env_steps``, ``episodes``, ``version``, ``rng`` (the learner's PCG64
+state), and ``incarnations``, ``alive`` and ``restarts`` per actor). Both
+files are replaced atomically, so a crash during a save leaves the previous
+checkpoint intact.
 
-``params``
-    the policy's flat parameter vector;
-``adam_m``, ``adam_v``
-    Adam's moments;
-``meta``
-    uint8 bytes of a UTF-8 JSON object: ``format`` (``"fastppo.actor_learner"``),
-    ``format_version`` (1), ``updates``, ``env_steps``, ``episodes``,
-    ``version``, ``adam`` (step count and scalars), ``rng`` (the learner's
-    PCG64 state), ``incarnations`` and ``restarts`` per actor, ``config``.
+The previous release wrote one file, ``learner.npz`` (version 1: the same
+arrays as ``params``, ``adam_m``, ``adam_v``, and the JSON as a uint8 array
+``meta``); :func:`load` still reads it, and a resume picks it up when no
+newer checkpoint is there.
 
-Loading goes through :func:`fastppo._files.read_npz` (threat model in
-docs/api.md): nothing is unpickled or imported, nothing is allocated beyond the
-file's size, and every malformed or inconsistent file is one ``ValueError``
-naming ``checkpoint.load``, the file and the problem.
+Loading goes through :mod:`fastppo._files` (threat model in docs/api.md):
+nothing is unpickled or imported, nothing is allocated beyond the files'
+size, and every malformed or inconsistent file is one ``ValueError`` naming
+``checkpoint.load``, the file and the problem.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import numpy as np
 
-from fastppo._files import bad, member, npz_bytes, parse_json, read_file, read_npz, write_atomic
+from fastppo._checks import fail
+from fastppo._files import (
+    CHECKPOINT_JSON,
+    CHECKPOINT_NPZ,
+    bad,
+    member,
+    parse_json,
+    read_checkpoint,
+    read_file,
+    read_npz,
+    section,
+    split_state,
+    write_checkpoint,
+)
 from fastppo.actor_learner.learner import Learner
 
-FILENAME = "learner.npz"
-FORMAT = "fastppo.actor_learner"
-FORMAT_VERSION = 1
-
-
-def save(learner: Learner, directory: str) -> str:
-    """Write ``directory/learner.npz``; returns its path."""
-    os.makedirs(directory, exist_ok=True)
-    opt = learner.optimizer.state_dict()
-    meta = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "updates": learner.updates,
-        "env_steps": learner.report.env_steps,
-        "episodes": learner.report.episodes,
-        "version": learner.version,
-        "adam": {k: opt[k] for k in ("t", "lr", "beta1", "beta2", "eps")},
-        "rng": learner.rng.bit_generator.state,
-        "incarnations": [c.incarnation for c in learner.columns],
-        "alive": [c.alive for c in learner.columns],
-        "restarts": [a.restarts for a in learner.report.actors],
-        "config": learner.cfg.to_dict(),
-    }
-    path = os.path.join(directory, FILENAME)
-    arrays = {
-        "params": np.asarray(learner.policy.params),
-        "adam_m": opt["m"],
-        "adam_v": opt["v"],
-        "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-    }
-    write_atomic(path, npz_bytes(arrays))
-    return path
-
-
+FORMAT = "fastppo-actor-learner-checkpoint"
+VERSION = 2
+#: The previous release's single file (format version 1), still read.
+LEGACY_FILE = "learner.npz"
+LEGACY_FORMAT = "fastppo.actor_learner"
 _FN = "checkpoint.load"
 _ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
+def save(learner: Learner, directory: str) -> str:
+    """Write the checkpoint directory ``directory``; returns it."""
+    arrays: dict[str, np.ndarray] = {"policy/params": np.asarray(learner.policy.params)}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "policy": learner.policy.spec(),
+        "config": learner.cfg.to_dict(),
+        "adam": split_state("adam", learner.optimizer.state_dict(), arrays),
+        "learner": {
+            "updates": learner.updates,
+            "env_steps": learner.report.env_steps,
+            "episodes": learner.report.episodes,
+            "version": learner.version,
+            "rng": learner.rng.bit_generator.state,
+            "incarnations": [c.incarnation for c in learner.columns],
+            "alive": [c.alive for c in learner.columns],
+            "restarts": [a.restarts for a in learner.report.actors],
+        },
+    }
+    write_checkpoint(directory, meta, arrays)
+    return directory
+
+
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Read a checkpoint file: ``(arrays, meta)``; never unpickles."""
+    """Read a checkpoint: ``(arrays, meta)``; never unpickles.
+
+    ``path`` is a checkpoint directory, or a previous release's
+    ``learner.npz``. ``arrays`` holds ``params``, ``adam_m`` and ``adam_v``;
+    ``meta`` the learner's counters, ``adam``, ``config`` and
+    ``format_version`` (1 or 2).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        fail(_FN, "path", "a checkpoint directory or learner.npz path", repr(path), exc=TypeError)
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return _load_legacy(path)
+    meta, arrays = read_checkpoint(_FN, path, FORMAT, VERSION)
+    npz_path = os.path.join(path, CHECKPOINT_NPZ)
+    out = {
+        new: member(_FN, npz_path, arrays, old, np.float64)
+        for new, old in (("params", "policy/params"), ("adam_m", "adam/m"), ("adam_v", "adam/v"))
+    }
+    flat = dict(section(_FN, path, meta, "learner"), format_version=VERSION)
+    flat["adam"] = section(_FN, path, meta, "adam")
+    flat["config"] = section(_FN, path, meta, "config")
+    return out, flat
+
+
+def _load_legacy(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     arrays = read_npz(_FN, path, read_file(_FN, path))
     raw = member(_FN, path, arrays, "meta", np.uint8)
     meta = parse_json(_FN, f"{path} array 'meta'", raw.tobytes())
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format") != LEGACY_FORMAT or meta.get("format_version") != 1:
         bad(
             _FN,
             path,
-            f"a {FORMAT} checkpoint version {FORMAT_VERSION}",
+            f"a {LEGACY_FORMAT} checkpoint version 1",
             f"format {meta.get('format')!r} version {meta.get('format_version')!r}",
         )
     out = {k: member(_FN, path, arrays, k, np.float64) for k in ("params", "adam_m", "adam_v")}
@@ -92,9 +125,13 @@ def maybe_resume(learner: Learner, directory: str | None) -> list[int]:
     so a resumed actor never replays the random stream of its predecessor.
     """
     n = learner.cfg.num_actors
-    path = os.path.join(directory or "", FILENAME)
-    if not directory or not os.path.exists(path):
+    if not directory:
         return [0] * n
+    path = directory
+    if not os.path.exists(os.path.join(directory, CHECKPOINT_JSON)):
+        path = os.path.join(directory, LEGACY_FILE)
+        if not os.path.exists(path):
+            return [0] * n
     arrays, meta = load(path)
     params = np.asarray(learner.policy.params)
     for k in ("params", "adam_m", "adam_v"):

@@ -1,9 +1,8 @@
 """Trainer checkpoints: arrays in ``checkpoint.npz``, everything else in ``checkpoint.json``.
 
-Both files are written atomically (:func:`fastppo._files.write_atomic`), the
-npz first. The JSON records the npz's SHA-256, so a crash between the two
-renames, or a mismatched pair copied by hand, is detected on load instead of
-silently mixing states.
+The pair is fastppo's one checkpoint format (:func:`fastppo._files.write_checkpoint`,
+shared with the actor-learner): written atomically, npz first, the JSON
+recording the npz's SHA-256 so a torn or mixed pair is detected on load.
 
 Loading treats both files as untrusted data (threat model in docs/api.md):
 
@@ -22,57 +21,35 @@ Loading treats both files as untrusted data (threat model in docs/api.md):
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
 import numpy as np
 
 from fastppo._checks import fail
-from fastppo._files import bad, member, npz_bytes, parse_json, read_file, read_npz, write_atomic
+from fastppo._files import (
+    CHECKPOINT_JSON,
+    CHECKPOINT_NPZ,
+    bad,
+    join_state,
+    member,
+    read_checkpoint,
+    section,
+    split_state,
+    write_checkpoint,
+)
 
 FORMAT = "fastppo-ppo-checkpoint"
 VERSION = 1
-NPZ = "checkpoint.npz"
-META = "checkpoint.json"
 _FN = "PPOTrainer.load"
 _RESTORE_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
-def _split_state(
-    prefix: str, state: dict[str, Any], arrays: dict[str, np.ndarray]
-) -> dict[str, Any]:
-    """Arrays of ``state`` go to ``arrays`` under ``prefix/key``; the rest is returned for JSON."""
-    rest: dict[str, Any] = {}
-    for k, v in state.items():
-        if isinstance(v, np.ndarray):
-            arrays[f"{prefix}/{k}"] = v
-        elif isinstance(v, np.generic):
-            rest[k] = v.item()
-        else:
-            rest[k] = v
-    return rest
-
-
-def _join_state(prefix: str, rest: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    d = dict(rest)
-    p = f"{prefix}/"
-    for name, a in arrays.items():
-        if name.startswith(p):
-            d[name[len(p) :]] = a
-    return d
-
-
 def save_trainer(trainer: Any, path: str) -> None:
     """Write ``trainer``'s full state to the directory ``path`` (created if missing)."""
-    import json
-
     if not isinstance(path, (str, os.PathLike)):
         fail("PPOTrainer.save", "path", "a directory path", repr(path), exc=TypeError)
-    path = os.fspath(path)
-    os.makedirs(path, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"policy/params": trainer.policy.params}
-    opt = _split_state("adam", trainer.optimizer.state_dict(), arrays)
     meta: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -80,49 +57,14 @@ def save_trainer(trainer: Any, path: str) -> None:
         "env_kwargs": trainer.env_kwargs,
         "config": trainer.config.to_dict(),
         "policy": trainer.policy.spec(),
-        "adam": opt,
+        "adam": split_state("adam", trainer.optimizer.state_dict(), arrays),
         "trainer": trainer.state_json(),
     }
     if trainer.obs_rms is not None:
-        meta["obs_rms"] = _split_state("obs_rms", trainer.obs_rms.state_dict(), arrays)
+        meta["obs_rms"] = split_state("obs_rms", trainer.obs_rms.state_dict(), arrays)
     if trainer.ret_norm is not None:
-        meta["ret_norm"] = _split_state("ret_norm", trainer.ret_norm.state_dict(), arrays)
-    data = npz_bytes(arrays)
-    meta["npz_sha256"] = hashlib.sha256(data).hexdigest()
-    write_atomic(os.path.join(path, NPZ), data)
-    write_atomic(os.path.join(path, META), json.dumps(meta, indent=1).encode())
-
-
-def read_checkpoint(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(meta, arrays)`` of a checkpoint directory: both parsed, the pair checked to match."""
-    if not isinstance(path, (str, os.PathLike)):
-        fail(_FN, "path", "a directory path", repr(path), exc=TypeError)
-    path = os.fspath(path)
-    meta_path = os.path.join(path, META)
-    npz_path = os.path.join(path, NPZ)
-    if not (os.path.isfile(meta_path) and os.path.isfile(npz_path)):
-        fail(_FN, "path", f"a directory holding {META} and {NPZ}", repr(path))
-    meta = parse_json(_FN, meta_path, read_file(_FN, meta_path))
-    if meta.get("format") != FORMAT:
-        bad(_FN, meta_path, f"a {FORMAT} file", f"format {meta.get('format')!r}")
-    if meta.get("version") != VERSION:
-        bad(_FN, meta_path, f"format version {VERSION}", repr(meta.get("version")))
-    data = read_file(_FN, npz_path)
-    if hashlib.sha256(data).hexdigest() != meta.get("npz_sha256"):
-        bad(
-            _FN,
-            npz_path,
-            f"the file {META} was written with (SHA-256 mismatch)",
-            "a different file (interrupted save or mixed checkpoints)",
-        )
-    return meta, read_npz(_FN, npz_path, data)
-
-
-def _section(meta_path: str, meta: dict[str, Any], key: str) -> dict[str, Any]:
-    v = meta.get(key)
-    if not isinstance(v, dict):
-        bad(_FN, f"{meta_path} field {key!r}", "a JSON object", type(v).__name__)
-    return v
+        meta["ret_norm"] = split_state("ret_norm", trainer.ret_norm.state_dict(), arrays)
+    write_checkpoint(os.fspath(path), meta, arrays)
 
 
 def _env_spec(meta_path: str, meta: dict[str, Any], env: Any, trust_env_id: bool) -> Any:
@@ -153,19 +95,22 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
     from fastppo.ppo.config import PPOConfig
     from fastppo.stats import ReturnNormalizer, RunningMeanStd
 
-    meta, arrays = read_checkpoint(path)
-    meta_path = os.path.join(os.fspath(path), META)
-    npz_path = os.path.join(os.fspath(path), NPZ)
+    if not isinstance(path, (str, os.PathLike)):
+        fail(_FN, "path", "a directory path", repr(path), exc=TypeError)
+    path = os.fspath(path)
+    meta, arrays = read_checkpoint(_FN, path, FORMAT, VERSION)
+    meta_path = os.path.join(path, CHECKPOINT_JSON)
+    npz_path = os.path.join(path, CHECKPOINT_NPZ)
     env = _env_spec(meta_path, meta, env, trust_env_id)
     env_kwargs = meta.get("env_kwargs") or {}
     if not isinstance(env_kwargs, dict):
         bad(_FN, f"{meta_path} field 'env_kwargs'", "a JSON object", type(env_kwargs).__name__)
     try:
-        config = PPOConfig.from_dict(_section(meta_path, meta, "config"))
+        config = PPOConfig.from_dict(section(_FN, path, meta, "config"))
         params = member(_FN, npz_path, arrays, "policy/params", np.float64)
-        policy = ActorCritic.from_spec(_section(meta_path, meta, "policy"), params=params)
+        policy = ActorCritic.from_spec(section(_FN, path, meta, "policy"), params=params)
         shape = (policy.n_params,)
-        adam = _join_state("adam", _section(meta_path, meta, "adam"), arrays)
+        adam = join_state("adam", section(_FN, path, meta, "adam"), arrays)
         for k in ("m", "v"):
             member(_FN, npz_path, arrays, f"adam/{k}", np.float64, shape)
         optimizer = Adam(policy.n_params, config.learning_rate, eps=config.adam_eps)
@@ -173,14 +118,14 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
         obs_rms = ret_norm = None
         if "obs_rms" in meta:
             obs_rms = RunningMeanStd.from_state_dict(
-                _join_state("obs_rms", _section(meta_path, meta, "obs_rms"), arrays)
+                join_state("obs_rms", section(_FN, path, meta, "obs_rms"), arrays)
             )
         if "ret_norm" in meta:
             ret_norm = ReturnNormalizer.from_state_dict(
-                _join_state("ret_norm", _section(meta_path, meta, "ret_norm"), arrays)
+                join_state("ret_norm", section(_FN, path, meta, "ret_norm"), arrays)
             )
         trainer = cls._restore(env, config, policy, optimizer, env_kwargs, obs_rms, ret_norm)
-        trainer.restore_state_json(_section(meta_path, meta, "trainer"))
+        trainer.restore_state_json(section(_FN, path, meta, "trainer"))
         trainer.checkpoint_env_id = meta.get("env_id")
     except _RESTORE_ERRORS as e:
         msg = str(e)
