@@ -9,6 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
+import fastppo
 from fastppo.nn import ActorCritic, Adam, orthogonal
 from fastppo.ppo import PPOConfig, RolloutBatch, loss_and_grad
 
@@ -175,6 +176,19 @@ def test_evaluate_categorical_matches_numpy():
     np.testing.assert_allclose(logp, want_lp, rtol=1e-12)
     np.testing.assert_allclose(ent, want_h, rtol=1e-12)
     np.testing.assert_allclose(v, want_v, rtol=1e-12)
+
+
+def test_evaluate_and_categorical_logp_entropy_share_one_log_sum_exp():
+    # both call kernels.softmax.lse_entropy (the head with reassociation allowed)
+    p = make_policy("discrete")
+    rng = np.random.default_rng(5)
+    obs = rng.normal(size=(64, 4)) * 3
+    a = random_actions("discrete", rng, 64)
+    logp, ent, _ = p.evaluate(obs, a)
+    logits = p.head_outputs(obs)
+    want_lp, want_h = fastppo.categorical_logp_entropy(logits, a)
+    np.testing.assert_allclose(logp, want_lp, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(ent, want_h, rtol=1e-14, atol=1e-15)
 
 
 @pytest.mark.parametrize("squash", [False, True])

@@ -17,6 +17,7 @@ from fastppo.kernels.chunks import (
     first_bad,
 )
 from fastppo.kernels.gaussian import HALF_LOG_2PI
+from fastppo.kernels.softmax import lse_entropy
 from fastppo.kernels.squash import unsquash
 
 
@@ -25,10 +26,8 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
     """Log-prob of stored actions and entropy per env; returns -1 or the first bad env.
 
     A row is bad when it holds a NaN/+inf logit, allows no action, or its
-    action is out of range or masked. Float64 throughout (libm exp/log):
-    ``lse = m + log(sum_j exp(l_j - m))``, ``logp = l_a - lse``,
-    ``H = log(s) - sum_j p_j (l_j - m)`` over allowed ``j`` with ``p_j > 0``
-    (a masked logit contributes nothing, never ``0 * -inf``).
+    action is out of range or masked. Float64 throughout:
+    :func:`fastppo.kernels.softmax.lse_entropy` over the allowed actions.
     """
     n = x.shape[0]
     width = x.shape[1]
@@ -52,22 +51,9 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
         return first
     for c in numba.prange(n_chunks):
         for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-            m = -np.inf
-            for j in range(width):
-                if (not has_mask or mask[i, j] != 0) and x[i, j] > m:
-                    m = np.float64(x[i, j])
-            s = 0.0
-            w = 0.0
-            for j in range(width):
-                if not has_mask or mask[i, j] != 0:
-                    d = x[i, j] - m
-                    p = math.exp(d)
-                    if p > 0.0:
-                        s += p
-                        w += p * d
-            ls = math.log(s)
+            m, ls, h = lse_entropy(x[i], mask[i] if has_mask else mask[0], has_mask)
             logp[i] = (x[i, act[i]] - m) - ls
-            ent[i] = ls - w / s
+            ent[i] = h
     return -1
 
 

@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from fastppo._jit import FASTMATH_SAFE, inline, kernel
+from fastppo.kernels.softmax import lse_entropy
 from fastppo.kernels.squash import unsquash
 
 ACT_TANH = 0
@@ -92,6 +93,7 @@ N_UPDATE_STATS = 14
 N_HYPER = 13
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_NO_MASK = np.zeros(1, np.uint8)  # lse_entropy's mask argument: every action allowed
 # The log-ratio is clamped before exp so a stale or poisoned log-prob cannot
 # overflow the ratio to inf (exp(20) ~ 5e8 is already far outside any clip range).
 _LOGRATIO_MAX = 20.0
@@ -284,7 +286,8 @@ def head_row(
     With ``want_grad``, writes ``g_logp * dlogp/dout + g_ent * dH/dout`` to
     ``dz[dz_off : dz_off + n_out]`` and adds the log_std part to ``grad``.
 
-    Categorical (per component ``c`` with logits ``z``): ``logp = z_a - lse(z)``,
+    Categorical (per component ``c`` with logits ``z``, through
+    ``kernels.softmax.lse_entropy``): ``logp = z_a - lse(z)``,
     ``dlogp/dz_i = [i = a] - p_i``; ``H = -sum p log p``, ``dH/dz_i = -p_i (log p_i + H)``.
     Gaussian: ``logp = sum_d -z_d^2/2 - s_d - log(2 pi)/2`` with ``z = (a - mu)/sigma``,
     ``dlogp/dmu = z / sigma``, ``dlogp/ds = z^2 - 1``; ``H = sum_d s_d + (1 + log 2 pi)/2``.
@@ -299,24 +302,14 @@ def head_row(
         base = 0
         for c in range(nvec.shape[0]):
             n = nvec[c]
-            m = out[o + base]
-            for i in range(1, n):
-                if out[o + base + i] > m:
-                    m = out[o + base + i]
-            s = 0.0
-            for i in range(n):
-                s += math.exp(out[o + base + i] - m)
-            lse = m + math.log(s)
+            z = out[o + base : o + base + n]
+            m, ls, hc = lse_entropy(z, _NO_MASK, False)
             a = act_i[r, c]
-            logp += out[o + base + a] - lse
-            hc = 0.0
-            for i in range(n):
-                lp = out[o + base + i] - lse
-                hc -= math.exp(lp) * lp
+            logp += (z[a] - m) - ls
             ent += hc
             if want_grad:
                 for i in range(n):
-                    lp = out[o + base + i] - lse
+                    lp = (z[i] - m) - ls
                     p = math.exp(lp)
                     g = -g_logp * p - g_ent * p * (lp + hc)
                     if i == a:
