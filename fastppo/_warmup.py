@@ -22,7 +22,6 @@ import time
 # the serial kernels.
 _MODULES = (
     "fastppo.kernels.advantages",
-    "fastppo.kernels.stats",
     "fastppo.kernels.chunks",
     "fastppo.kernels.categorical",
     "fastppo.kernels.gaussian",
@@ -41,7 +40,6 @@ _MODULES = (
 # the same kernel.
 _COST = {
     "fastppo.kernels.advantages": 25,
-    "fastppo.kernels.stats": 16,
     "fastppo.kernels.categorical": 40,
     "fastppo.kernels.gaussian": 55,
     "fastppo.kernels.logp": 12,

@@ -7,25 +7,25 @@ Updates fold a batch in with Chan et al.'s pairwise merge, so any split of the
 data (or statistics merged from any split) gives ``np.mean``/``np.var`` of the
 whole to rounding.
 
-Which implementation runs (measured with ``fastppo bench --only rms`` and
-``--only "return normalizer"``; see ``fastppo/_bench/suites/stats.py``):
+One implementation, in Cython (``fastppo._cy._stats``): ``Updater`` for
+:meth:`RunningMeanStd.update` / ``normalize`` / ``denormalize`` and
+``ReturnScaler`` for :meth:`ReturnNormalizer.normalize`. Per step (``[8, 4]``,
+``[16, 17]`` observations, ``[16]`` rewards) the call is most of the cost; the
+Cython objects hold the state's buffers and acquire only the batch's, so they
+enter C sooner than a Numba dispatch types six to twelve arguments (update
+``[8, 4]``: 0.9 vs 1.4 us; measured with ``fastppo bench --only rms``). From
+``_dispatch.PARALLEL_MIN_STATS`` elements (2**20) a pass runs on
+``numba.get_num_threads()`` OpenMP threads: blocks of rows get their moments
+independently and are merged in block order, so the thread count changes no
+bit of the result (``tests/test_stats.py``). Validation stays in this module;
+per-step calls with plain native arrays take a fast path where the Cython
+buffer checks stand in for it, and anything they refuse goes through the full
+checks and their error messages.
 
-* below 2**20 elements, Cython (``fastppo._cy._stats``): ``Updater`` for
-  :meth:`RunningMeanStd.update` / ``normalize`` / ``denormalize`` and
-  ``ReturnScaler`` for :meth:`ReturnNormalizer.normalize`. Per step (``[8, 4]``,
-  ``[16, 17]`` observations, ``[16]`` rewards) the call is most of the cost;
-  the Cython objects hold the state's buffers and acquire only the batch's,
-  so they enter C sooner than a Numba dispatch types six to twelve arguments
-  (update ``[8, 4]``: 0.9 vs 1.4 us on an idle core). On ``[4096, 64]`` Cython
-  and serial Numba run at the same speed (memory-bound passes).
-* from 2**20 elements, the parallel Numba kernels: only there does a serial
-  call take long enough (about a millisecond) to repay a parallel region.
-
-Cython and the Numba kernels run the same arithmetic in the same order (the
-tests check the bits), so the switch changes no number. Validation stays in
-this module; per-step calls with plain native arrays take a fast path where
-the Cython buffer checks stand in for it, and anything they refuse goes
-through the full checks and their error messages.
+References: Chan, Golub & LeVeque (1979/1983), "Updating formulae and a
+pairwise algorithm for computing sample variances" / "Algorithms for computing
+the sample variance: analysis and recommendations", The American Statistician
+37(3); Welford (1962), Technometrics 4(3).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from fastppo._checks import (
     flag_array,
     reported_as,
 )
-from fastppo.kernels import stats as _k
+from fastppo._jit import num_threads
 
 try:
     from fastppo._cy import _stats as _cy
@@ -69,13 +69,39 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
 
-_NO_MASK_1D = np.zeros(0, np.uint8)
-
 
 # The most features (RunningMeanStd) or envs (ReturnNormalizer) a running state
 # holds: its float64 arrays stay below 512 MiB each, and a size from a caller
 # (or a state dict) cannot ask for terabytes.
 MAX_FEATURES = 2**26
+
+
+# A block of this many elements (32 KiB of float32, 64 KiB of float64) stays in
+# L1/L2 between the two passes of the batch moments, so the second costs no
+# memory traffic.
+BLOCK_ELEMENTS = 8192
+# Without a mask, ``rows_per_super`` consecutive rows are summed as one flat run
+# of about this many elements into as many accumulators, then folded: a batch
+# with few features (returns have one) still runs a long, vectorisable inner
+# loop instead of a loop of length 1 per row.
+SUPER_WIDTH = 64
+
+
+def layout(n_features: int) -> tuple[int, int]:
+    """``(rows_per_super, rows_per_block)`` of the batch moments for ``n_features`` columns.
+
+    Depends on the feature count only, so every thread count cuts a batch the
+    same way (and gives the same bits). ``rows_per_block`` is a multiple of
+    ``rows_per_super``.
+    """
+    d = max(1, n_features)
+    m = max(1, SUPER_WIDTH // d)
+    return m, max(m, (BLOCK_ELEMENTS // d) // m * m)
+
+
+def _threads(size: int) -> int:
+    """Threads for a pass over ``size`` elements: one below the parallel threshold."""
+    return 1 if size < _dispatch.PARALLEL_MIN_STATS else num_threads()
 
 
 def _shape_tuple(fn: str, shape: Any) -> tuple[int, ...]:
@@ -173,10 +199,8 @@ class RunningMeanStd:
         "_epsilon",
         "_fast_1d",
         "_fast_2d",
-        "_layout",
         "_mean",
         "_n_feat",
-        "_scale",
         "_shape",
         "_var",
     )
@@ -189,9 +213,7 @@ class RunningMeanStd:
         self._count = 0
         self._mean = np.zeros(self._n_feat)
         self._var = np.ones(self._n_feat)
-        self._scale: np.ndarray | None = None  # see _factors
-        self._layout = _k.layout(self._n_feat)
-        self._cy = _cy.Updater(self._mean, self._var, *self._layout)
+        self._cy = _cy.Updater(self._mean, self._var, *layout(self._n_feat))
         # which per-step batches can skip the general path (see update)
         self._fast_2d = len(self._shape) == 1 and self._n_feat > 0
         self._fast_1d = self._shape == ()
@@ -265,7 +287,6 @@ class RunningMeanStd:
                     n = up(x, None, float(self._count))
                     if n >= 0:
                         self._count += n
-                        self._scale = None
                         return
         fn = "RunningMeanStd.update"
         a = _float_input(fn, "batch", batch, self._shape)
@@ -286,14 +307,8 @@ class RunningMeanStd:
         x = a if a.ndim == 2 and a.shape[1] == n_feat else a.reshape(rows, n_feat)
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        if size < _dispatch.PARALLEL_MIN_STATS:
-            # Cython: the same arithmetic as the Numba kernel, entered faster
-            up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
-            n = up(x, v, float(self._count))
-        else:
-            m, rpb = self._layout
-            mask = _NO_MASK_1D if v is None else v
-            n = _k.update_parallel(x, mask, m, rpb, float(self._count), self._mean, self._var)
+        up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
+        n = up(x, v, float(self._count), _threads(size))
         if n == -2:
             fail(
                 fn,
@@ -305,7 +320,6 @@ class RunningMeanStd:
         if n < 0:
             _raise_nonfinite(fn, "batch", a, rows, v)
         self._count += int(n)
-        self._scale = None
 
     def merge(self, other: RunningMeanStd) -> None:
         """Fold another running state into this one (Chan et al.'s merge).
@@ -344,17 +358,8 @@ class RunningMeanStd:
             self._mean += delta * w_b
             np.copyto(self._var, new_var)
         self._count = n_a + n_b
-        self._scale = None
 
     # -- normalisation -------------------------------------------------------
-    def _factors(self, normalize: bool) -> np.ndarray:
-        # 1/sqrt(var + eps) to normalise (a product vectorises where a division
-        # would not), sqrt(var + eps) to denormalise; cached until the state moves
-        if self._scale is None:
-            s = np.sqrt(self._var + self._epsilon)
-            self._scale = np.stack([1.0 / s, s])
-        return self._scale[0 if normalize else 1]
-
     def _affine_fast(self, x: Any, clip: float, out: Any, normalize: bool) -> np.ndarray | None:
         """Per-step fast path (as in update): straight to Cython, or None.
 
@@ -413,12 +418,8 @@ class RunningMeanStd:
             r2 = res if two_d else res.reshape(rows, n_feat)
         else:
             r2 = np.empty((rows, n_feat), a.dtype)
-        if a.size < _dispatch.PARALLEL_MIN_STATS:
-            # Cython: same arithmetic as the Numba kernel, entered faster per step
-            aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
-            aff(x2, r2, self._epsilon, normalize, clip)
-        else:
-            _k.affine_parallel(x2, self._mean, self._factors(normalize), normalize, clip, r2)
+        aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
+        aff(x2, r2, self._epsilon, normalize, clip, _threads(a.size))
         if not direct:
             np.copyto(res, r2.reshape(a.shape))
         return res
@@ -515,7 +516,6 @@ class RunningMeanStd:
         self._count = int(count)
         np.copyto(self._mean, arrs[0])
         np.copyto(self._var, arrs[1])
-        self._scale = None
 
 
 class ReturnNormalizer:
@@ -640,7 +640,6 @@ class ReturnNormalizer:
                 "rewards that could take them past it; state and out are unchanged",
             )
         self._rms._count += n
-        self._rms._scale = None
         if not direct:
             np.copyto(res, o2.reshape(a.shape))
         return res
@@ -685,7 +684,6 @@ class ReturnNormalizer:
         if n < 0:
             return None
         self._rms._count += n
-        self._rms._scale = None
         return res
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -6,13 +6,29 @@ class Updater:
     def __init__(
         self, mean: np.ndarray, var: np.ndarray, rows_per_super: int, rows_per_block: int
     ) -> None: ...
-    def update_f32(self, x: np.ndarray, valid: np.ndarray | None, count_a: float) -> int: ...
-    def update_f64(self, x: np.ndarray, valid: np.ndarray | None, count_a: float) -> int: ...
+    def update_f32(
+        self, x: np.ndarray, valid: np.ndarray | None, count_a: float, n_threads: int = 1
+    ) -> int: ...
+    def update_f64(
+        self, x: np.ndarray, valid: np.ndarray | None, count_a: float, n_threads: int = 1
+    ) -> int: ...
     def affine_f32(
-        self, x: np.ndarray, out: np.ndarray, epsilon: float, normalize: bool, clip: float
+        self,
+        x: np.ndarray,
+        out: np.ndarray,
+        epsilon: float,
+        normalize: bool,
+        clip: float,
+        n_threads: int = 1,
     ) -> None: ...
     def affine_f64(
-        self, x: np.ndarray, out: np.ndarray, epsilon: float, normalize: bool, clip: float
+        self,
+        x: np.ndarray,
+        out: np.ndarray,
+        epsilon: float,
+        normalize: bool,
+        clip: float,
+        n_threads: int = 1,
     ) -> None: ...
 
 RETURN_LIMIT: float

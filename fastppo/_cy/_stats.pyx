@@ -1,16 +1,19 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Cython twins of ``fastppo.kernels.stats``, as stateful per-step objects.
+"""Running statistics, the one implementation, as stateful objects.
 
 Per-step batches are tiny (``[8, 4]``, ``[16, 17]`` observations, ``[16]``
 rewards): there the cost is the call itself. :class:`Updater` (running
 moments, normalize/denormalize) and :class:`ReturnScaler` (VecNormalize's
 reward scaling) acquire the state's buffers once, at construction, so a step
 acquires only the batch's buffers and enters C sooner than a Numba dispatch
-types its arguments. The arithmetic is exactly the Numba kernels' (blocked
-corrected two-pass moments summed over super-rows, Chan merge in block order,
-the same variance-form merge into the state, the same affine map), so the two
-agree bit for bit; ``tests/test_stats.py`` checks it and ``bench/`` times both.
+types its arguments. A batch's moments are blocked corrected two-pass moments
+(summed over super-rows of about ``SUPER_WIDTH`` elements), merged with
+Chan's update in block order and then into the state in variance form;
+``n_threads > 1`` computes the blocks on OpenMP threads (``prange``) and
+merges them in the same order, so every thread count gives the same bits.
+The pure-numpy twin is ``fastppo.reference.stats``; the block layout is
+``fastppo.stats.layout``.
 
 Rebuild after editing: ``pip install -e .``.
 
@@ -18,8 +21,9 @@ References: Chan, Golub & LeVeque (1983), "Algorithms for computing the sample
 variance: analysis and recommendations", The American Statistician 37(3).
 """
 
+from cython.parallel cimport prange
 from libc.math cimport fabs, fmax, isfinite, sqrt
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 
 ctypedef fused floating:
     float
@@ -68,7 +72,7 @@ cdef Py_ssize_t _block_moments(const floating* x, Py_ssize_t n_feat,
                                const unsigned char* valid, bint masked,
                                Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t m,
                                double* s, double* dv, double* q) noexcept nogil:
-    # see fastppo.kernels.stats._block_moments: same operations, same order
+    # corrected two-pass moments of rows [r0, r1): s[:D] = mean, q[:D] = m2
     cdef Py_ssize_t w = m * n_feat, n, n_sup, u, r, j, k, off
     cdef double inv, dev, c
     if masked:
@@ -128,57 +132,124 @@ cdef Py_ssize_t _block_moments(const floating* x, Py_ssize_t n_feat,
     return n
 
 
+cdef Py_ssize_t _one_block(const floating* x, Py_ssize_t n_feat, const unsigned char* valid,
+                           bint masked, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t m,
+                           double* scratch, double* res) noexcept nogil:
+    # block [r0, r1): res = (n, mean[D], m2[D]); scratch holds 3 * m * D zeros on entry
+    cdef Py_ssize_t w = m * n_feat, j, n
+    n = _block_moments(x, n_feat, valid, masked, r0, r1, m, scratch, scratch + w,
+                       scratch + 2 * w)
+    res[0] = <double> n
+    for j in range(n_feat):
+        res[1 + j] = scratch[j]
+        res[1 + n_feat + j] = scratch[2 * w + j]
+    return n
+
+
 cdef Py_ssize_t _update(const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
                         const unsigned char* valid, bint masked,
                         Py_ssize_t rows_per_super, Py_ssize_t rows_per_block,
-                        double count_a, double* mean, double* var) noexcept nogil:
-    # Blocks are merged into the accumulator (acc_mean, acc_m2) as they finish,
-    # in block order -- the order of the Numba kernel's serial combine.
+                        double count_a, double* mean, double* var,
+                        int n_threads) noexcept nogil:
+    # Blocks of rows_per_block rows get their moments independently (in
+    # parallel with n_threads > 1: OpenMP threads, each block its own scratch)
+    # and are then merged in block order into (acc_mean, acc_m2): the thread
+    # count never changes a bit of the result.
     # Returns the rows folded in, or (state untouched) -1: batch moments not
     # finite, -2: the merge with the state would overflow, -4: out of memory.
-    cdef Py_ssize_t w = rows_per_super * n_feat, r0, r1, j, k, n, n_b = 0
+    cdef Py_ssize_t w = rows_per_super * n_feat, j, k, n, b, n_b = 0, oom = 0
+    cdef Py_ssize_t nb = (n_rows + rows_per_block - 1) // rows_per_block, stride = 1 + 2 * n_feat
     cdef double wb, f, delta
-    cdef double* buf = <double*> calloc(3 * w + 2 * n_feat, sizeof(double))
-    if buf == NULL:
+    cdef double* scratch
+    cdef double* res = <double*> malloc(nb * stride * sizeof(double))
+    cdef double* acc = <double*> calloc(2 * n_feat + 3 * w, sizeof(double))
+    if res == NULL or acc == NULL:
+        free(res)
+        free(acc)
         return -4  # out of memory
-    cdef double* s = buf
-    cdef double* dv = buf + w
-    cdef double* q = buf + 2 * w
-    cdef double* acc_mean = buf + 3 * w
-    cdef double* acc_m2 = acc_mean + n_feat
-    r0 = 0
-    while r0 < n_rows:
-        r1 = min(r0 + rows_per_block, n_rows)
-        for k in range(3 * w):
-            buf[k] = 0.0
-        n = _block_moments(x, n_feat, valid, masked, r0, r1, rows_per_super, s, dv, q)
+    cdef double* acc_mean = acc
+    cdef double* acc_m2 = acc + n_feat
+    if n_threads > 1 and nb > 1:
+        for b in prange(nb, num_threads=n_threads, schedule="static"):
+            scratch = <double*> calloc(3 * w, sizeof(double))
+            if scratch == NULL:
+                oom += 1
+            else:
+                _one_block(x, n_feat, valid, masked, b * rows_per_block,
+                           min((b + 1) * rows_per_block, n_rows), rows_per_super, scratch,
+                           res + b * stride)
+                free(scratch)
+    else:
+        scratch = acc + 2 * n_feat
+        for b in range(nb):
+            for k in range(3 * w):
+                scratch[k] = 0.0
+            _one_block(x, n_feat, valid, masked, b * rows_per_block,
+                       min((b + 1) * rows_per_block, n_rows), rows_per_super, scratch,
+                       res + b * stride)
+    if oom:
+        free(res)
+        free(acc)
+        return -4
+    for b in range(nb):
+        n = <Py_ssize_t> res[b * stride]
         if n > 0:
             if n_b == 0:
                 for j in range(n_feat):
-                    acc_mean[j] = s[j]
-                    acc_m2[j] = q[j]
+                    acc_mean[j] = res[b * stride + 1 + j]
+                    acc_m2[j] = res[b * stride + 1 + n_feat + j]
             else:
                 wb = <double> n / <double> (n_b + n)
                 f = n_b * wb
                 for j in range(n_feat):
-                    delta = s[j] - acc_mean[j]
+                    delta = res[b * stride + 1 + j] - acc_mean[j]
                     acc_mean[j] += delta * wb
-                    acc_m2[j] += q[j] + delta * delta * f
+                    acc_m2[j] += res[b * stride + 1 + n_feat + j] + delta * delta * f
             n_b += n
-        r0 = r1
+    free(res)
     if n_b > 0:
         for j in range(n_feat):
             if not (isfinite(acc_mean[j]) and isfinite(acc_m2[j])):
-                free(buf)
+                free(acc)
                 return -1
         for j in range(n_feat):
             if not _merge_finite(count_a, mean[j], var[j], <double> n_b, acc_mean[j], acc_m2[j]):
-                free(buf)
+                free(acc)
                 return -2
         for j in range(n_feat):
             _merge_state(count_a, mean, var, <double> n_b, acc_mean[j], acc_m2[j], j)
-    free(buf)
+    free(acc)
     return n_b
+
+
+cdef inline void _affine_rows(const floating* x, floating* out, Py_ssize_t r0, Py_ssize_t r1,
+                              Py_ssize_t n_feat, const double* mu, const double* factor,
+                              bint normalize, double clip) noexcept nogil:
+    # rows [r0, r1) of the affine map; one simple loop per case, selects for
+    # the clip: gcc vectorises these
+    cdef Py_ssize_t r, j
+    cdef double y
+    cdef const floating* xr
+    cdef floating* outr
+    if normalize:
+        for r in range(r0, r1):
+            xr = x + r * n_feat
+            outr = out + r * n_feat
+            for j in range(n_feat):
+                y = (xr[j] - mu[j]) * factor[j]
+                # comparisons, not min/max: a NaN stays NaN, as in np.clip
+                y = clip if (clip > 0.0 and y > clip) else y
+                y = -clip if (clip > 0.0 and y < -clip) else y
+                outr[j] = <floating> y
+    else:
+        for r in range(r0, r1):
+            xr = x + r * n_feat
+            outr = out + r * n_feat
+            for j in range(n_feat):
+                y = xr[j] * factor[j] + mu[j]
+                y = clip if (clip > 0.0 and y > clip) else y
+                y = -clip if (clip > 0.0 and y < -clip) else y
+                outr[j] = <floating> y
 
 
 cdef class Updater:
@@ -189,7 +260,7 @@ cdef class Updater:
     mean, var : float64 [D], C-contiguous, writeable
         The state's arrays; kept (not copied) and updated in place.
     rows_per_super, rows_per_block : int
-        From ``fastppo.kernels.stats.layout(D)``.
+        From ``fastppo.stats.layout(D)``.
 
     The methods trust their inputs (the public layer validates): ``x`` is a
     C-contiguous ``[R, D]`` batch with ``R >= 1``, ``valid`` a uint8 ``[R]``
@@ -211,44 +282,40 @@ cdef class Updater:
         self.rows_per_block = rows_per_block
 
     def update_f32(self, const float[:, ::1] x not None, const unsigned char[::1] valid,
-                   double count_a):
-        return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a)
+                   double count_a, int n_threads=1):
+        return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a, n_threads)
 
     def update_f64(self, const double[:, ::1] x not None, const unsigned char[::1] valid,
-                   double count_a):
-        return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a)
+                   double count_a, int n_threads=1):
+        return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a, n_threads)
 
     def affine_f32(self, const float[:, ::1] x not None, float[:, ::1] out not None,
-                   double epsilon, bint normalize, double clip):
+                   double epsilon, bint normalize, double clip, int n_threads=1):
         """``out = (x - mean) * (1 / sqrt(var + epsilon))`` (``normalize``) or
         ``x * sqrt(var + epsilon) + mean``, clipped to ``[-clip, clip]`` when
-        ``clip > 0``; float64 arithmetic, like ``fastppo.kernels.stats.affine_serial``
-        with ``factor`` computed the same way, so the results are the same bits."""
+        ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``."""
         self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip)
+                     out.shape[1], epsilon, normalize, clip, n_threads)
 
     def affine_f64(self, const double[:, ::1] x not None, double[:, ::1] out not None,
-                   double epsilon, bint normalize, double clip):
+                   double epsilon, bint normalize, double clip, int n_threads=1):
         """float64 twin of :meth:`affine_f32`."""
         self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip)
+                     out.shape[1], epsilon, normalize, clip, n_threads)
 
     cdef int _affine(self, const floating* x, floating* out, Py_ssize_t n_rows,
                      Py_ssize_t n_feat, Py_ssize_t out_rows, Py_ssize_t out_feat,
-                     double epsilon, bint normalize, double clip) except -1:
-        cdef Py_ssize_t r, j
-        cdef double y
+                     double epsilon, bint normalize, double clip, int n_threads) except -1:
+        cdef Py_ssize_t j, c, rows
         cdef double* factor
         cdef const double* mu = &self.mean[0]
-        cdef const floating* xr
-        cdef floating* outr
         if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
             raise ValueError("Updater: x/out shape does not match the state")
         # both are C-contiguous, so these address ranges are exactly their bytes
         if (<const char*> out < <const char*> (x + n_rows * n_feat)
                 and <const char*> x < <const char*> (out + n_rows * n_feat)):
             raise ValueError("Updater: out overlaps x")
-        if n_rows == 0:
+        if n_rows == 0 or n_feat == 0:
             return 0
         factor = <double*> calloc(n_feat, sizeof(double))
         if factor == NULL:
@@ -260,31 +327,20 @@ cdef class Updater:
                 factor[j] = sqrt(self.var[j] + epsilon)
                 if normalize:
                     factor[j] = 1.0 / factor[j]
-            # one simple loop per case, selects for the clip: gcc vectorises these
-            if normalize:
-                for r in range(n_rows):
-                    xr = x + r * n_feat
-                    outr = out + r * n_feat
-                    for j in range(n_feat):
-                        y = (xr[j] - mu[j]) * factor[j]
-                        # comparisons, not min/max: a NaN stays NaN, as in np.clip
-                        y = clip if (clip > 0.0 and y > clip) else y
-                        y = -clip if (clip > 0.0 and y < -clip) else y
-                        outr[j] = <floating> y
+            rows = max(1, 65536 // n_feat)  # 256-512 KiB per task
+            if n_threads > 1 and n_rows > rows:
+                for c in prange((n_rows + rows - 1) // rows, num_threads=n_threads,
+                                schedule="static"):
+                    _affine_rows(x, out, c * rows, min(n_rows, (c + 1) * rows), n_feat, mu,
+                                 factor, normalize, clip)
             else:
-                for r in range(n_rows):
-                    xr = x + r * n_feat
-                    outr = out + r * n_feat
-                    for j in range(n_feat):
-                        y = xr[j] * factor[j] + mu[j]
-                        y = clip if (clip > 0.0 and y > clip) else y
-                        y = -clip if (clip > 0.0 and y < -clip) else y
-                        outr[j] = <floating> y
+                _affine_rows(x, out, 0, n_rows, n_feat, mu, factor, normalize, clip)
         free(factor)
         return 0
 
     cdef Py_ssize_t _run(self, const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
-                         const unsigned char[::1] valid, double count_a) except? -5:
+                         const unsigned char[::1] valid, double count_a,
+                         int n_threads) except? -5:
         cdef bint masked = valid is not None
         cdef const unsigned char* vp = NULL
         cdef Py_ssize_t n
@@ -297,7 +353,7 @@ cdef class Updater:
             vp = &valid[0]
         with nogil:
             n = _update(x, n_rows, n_feat, vp, masked, self.rows_per_super,
-                        self.rows_per_block, count_a, &self.mean[0], &self.var[0])
+                        self.rows_per_block, count_a, &self.mean[0], &self.var[0], n_threads)
         if n == -4:
             raise MemoryError()
         return n
@@ -309,7 +365,7 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
                              double gamma, double clip, double epsilon, double count_a,
                              double* ret, double* mean, double* var) noexcept nogil:
     # per step: the corrected two-pass moments of the valid returns (as one block
-    # of fastppo.kernels.stats._update), then one Chan merge
+    # of _update), then one Chan merge
     cdef Py_ssize_t t, i, k, n, total = 0
     cdef double s, inv, m, m2, c, dev, scale, y, ca = count_a
     cdef double bound = 0.0, step_max
