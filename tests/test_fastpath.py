@@ -258,3 +258,27 @@ def test_c_entries_exist(kind, d):
     from fastppo.kernels import cabi
 
     assert cabi.address(kind, d) > 0
+
+
+def test_one_declaration_of_the_c_entries() -> None:
+    """cabi.ENTRY_ARGS is the declaration: the entry functions take exactly its
+    parameters, and the Cython caller's ctypedefs spell the same C types."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from fastppo.kernels import cabi
+
+    pyx = (Path(_fast.__file__).parent / "_fast.pyx").read_text()
+    c_names = {"F*": "void*", "u8*": "unsigned char*", "i64": "int64_t", "f64": "double"}
+    c_names |= {"i64*": "int64_t*", "f32*": "float*"}
+    for kind, name in enumerate(("gae_fn", "vtrace_fn", "returns_fn", "categorical_fn")):
+        decl = cabi.ENTRY_ARGS[kind]
+        params = list(inspect.signature(cabi.FUNCS[kind]).parameters)
+        assert params == [n for n, _ in decl], name
+        m = re.search(rf"ctypedef int64_t \(\*{name}\)\((.*?)\) noexcept nogil", pyx, re.S)
+        assert m, f"no ctypedef {name} in _fast.pyx"
+        spelled = [" ".join(t.split()) for t in m.group(1).split(",")]
+        assert spelled == [c_names[c] for _, c in decl], name
+        sig = cabi.signature(kind, cabi._POINTERS[0])
+        assert len(sig.args) == len(decl)

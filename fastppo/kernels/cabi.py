@@ -25,38 +25,49 @@ from fastppo._jit import c_entry
 from fastppo.kernels import advantages as K
 from fastppo.kernels import categorical as S
 
-_i64 = types.int64
-_f64 = types.float64
-_u8p = types.CPointer(types.uint8)
+#: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
+#: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
+#: Numba signatures are built from it, the entry functions below must take
+#: exactly these parameters, and the ``ctypedef``s of ``fastppo._cy._fast``
+#: must spell the same C types (``tests/test_fastpath.py`` checks both).
+#: ``F*`` is the float pointer of the entry's dtype.
+ENTRY_ARGS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (
+        ("r", "F*"), ("v", "F*"), ("lv", "F*"), ("te", "u8*"), ("tr", "u8*"), ("fv", "F*"),
+        ("ok", "u8*"), ("options", "i64"), ("gamma", "f64"), ("gl", "f64"), ("T", "i64"),
+        ("N", "i64"), ("adv", "F*"), ("ret", "F*"),
+    ),
+    (
+        ("blp", "F*"), ("tlp", "F*"), ("r", "F*"), ("v", "F*"), ("lv", "F*"), ("te", "u8*"),
+        ("tr", "u8*"), ("fv", "F*"), ("ok", "u8*"), ("options", "i64"), ("gamma", "f64"),
+        ("lam", "f64"), ("rb", "f64"), ("cb", "f64"), ("pb", "f64"), ("T", "i64"),
+        ("N", "i64"), ("vs", "F*"), ("pg", "F*"),
+    ),
+    (
+        ("r", "F*"), ("lv", "F*"), ("te", "u8*"), ("tr", "u8*"), ("fv", "F*"), ("ok", "u8*"),
+        ("options", "i64"), ("gamma", "f64"), ("T", "i64"), ("N", "i64"), ("ret", "F*"),
+    ),
+    (
+        ("x", "F*"), ("kind", "i64"), ("m", "u8*"), ("m_rows", "i64"), ("m_cols", "i64"),
+        ("has_mask", "i64"), ("offs", "i64*"), ("s_lo", "i64"), ("s_hi", "i64"),
+        ("c_lo", "i64"), ("c_hi", "i64"), ("env_offset", "i64"), ("det", "i64"),
+        ("pre", "i64"), ("N", "i64"), ("A", "i64"), ("act", "i64*"), ("logp", "f32*"),
+    ),
+)  # fmt: skip
+
+_C_TYPES = {
+    "u8*": types.CPointer(types.uint8),
+    "i64": types.int64,
+    "f64": types.float64,
+    "i64*": types.CPointer(types.int64),
+    "f32*": types.CPointer(types.float32),
+}
 
 
-def _gae_sig(fp: types.Type) -> Any:
-    # r, v, last_values, te, tr, final_values, valid, options, gamma,
-    # gamma*lambda, T, N, adv, ret
-    return _i64(fp, fp, fp, _u8p, _u8p, fp, _u8p, _i64, _f64, _f64, _i64, _i64, fp, fp)
-
-
-def _vtrace_sig(fp: types.Type) -> Any:
-    # blp, tlp, r, v, last_values, te, tr, final_values, valid, options, gamma,
-    # lam, rho_bar, c_bar, pg_rho_bar, T, N, vs, pg
-    return _i64(
-        fp, fp, fp, fp, fp, _u8p, _u8p, fp, _u8p, _i64, _f64, _f64, _f64, _f64, _f64, _i64,
-        _i64, fp, fp,
-    )  # fmt: skip
-
-
-def _returns_sig(fp: types.Type) -> Any:
-    # r, last_values, te, tr, final_values, valid, options, gamma, T, N, ret
-    return _i64(fp, fp, _u8p, _u8p, fp, _u8p, _i64, _f64, _i64, _i64, fp)
-
-
-def _categorical_sig(fp: types.Type) -> Any:
-    # logits, kind, mask, mask rows, mask cols, has_mask, offs, seed_lo, seed_hi,
-    # ctr_lo, ctr_hi, env_offset, deterministic, prevalidate, N, A, actions, logp
-    return _i64(
-        fp, _i64, _u8p, _i64, _i64, _i64, types.CPointer(_i64), _i64, _i64, _i64, _i64, _i64,
-        _i64, _i64, _i64, _i64, types.CPointer(_i64), types.CPointer(types.float32),
-    )  # fmt: skip
+def signature(kind: int, fp: types.Type) -> Any:
+    """The Numba signature of entry ``kind`` with ``fp`` as its float pointer."""
+    args = [fp if c == "F*" else _C_TYPES[c] for _, c in ENTRY_ARGS[kind]]
+    return types.int64(*args)
 
 
 _gae_serial = K.gae_kernel[0]
@@ -151,8 +162,7 @@ def _categorical(  # pragma: no cover - compiled
     )
 
 
-_SIGS = (_gae_sig, _vtrace_sig, _returns_sig, _categorical_sig)
-_FUNCS = (_gae, _vtrace, _returns, _categorical)
+FUNCS = (_gae, _vtrace, _returns, _categorical)
 _POINTERS = (types.CPointer(types.float32), types.CPointer(types.float64))
 
 
@@ -161,12 +171,12 @@ def entry(kind: int, d: int) -> Any:
     """The C entry of kernel ``kind`` (0 gae, 1 vtrace, 2 discounted_returns, 3
     categorical) for dtype ``d`` (0 float32, 1 float64), compiled or loaded from
     the cache on first use."""
-    return c_entry(_SIGS[kind](_POINTERS[d]))(_FUNCS[kind])
+    return c_entry(signature(kind, _POINTERS[d]))(FUNCS[kind])
 
 
 def compile_all() -> None:
     """Compile (or load) every C entry: each kind for float32 and float64."""
-    for kind in range(len(_FUNCS)):
+    for kind in range(len(FUNCS)):
         for d in range(len(_POINTERS)):
             entry(kind, d)
 
