@@ -1,4 +1,5 @@
-"""Differential test of the sweeps' two paths: the Cython fast path and the general path.
+"""Differential tests of the two paths of gae, vtrace, discounted_returns and
+sample_categorical: the Cython fast path and the general path.
 
 Hypothesis draws a valid call (sweep, dtype, shape, optional inputs, ``out=``)
 and perturbs one argument of it, either in *form* (a strided, Fortran-order,
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 import fastppo
 from fastppo import advantages
 from fastppo._cy import _fast
+from fastppo.sampling import categorical  # sets the categorical fast path's size limit
 
 FLOAT_TN = {
     "gae": ("rewards", "values"),
@@ -277,5 +279,165 @@ def test_fast_and_general_paths_agree_under_one_perturbation(data, sweep) -> Non
         general = _public(sweep, _fresh_outs(kw))
     if fast is not None:
         for f, g in zip(_as_tuple(fast), _as_tuple(general)):
+            assert f.dtype == g.dtype and f.shape == g.shape, what
+            np.testing.assert_array_equal(f, g, err_msg=what)
+
+
+# -- sample_categorical -------------------------------------------------------------
+def _categorical_base(data: st.DataObject) -> dict[str, Any]:
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    N = data.draw(st.integers(1, 6))
+    A = data.draw(st.integers(1, 5))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    kw: dict[str, Any] = {"logits": (2.0 * rng.standard_normal((N, A))).astype(dt)}
+    if data.draw(st.booleans()):
+        mask = rng.random((N, A)) < 0.6
+        mask[np.arange(N), rng.integers(0, A, N)] = True  # one allowed action per row
+        kw["mask"] = mask
+    kw["seed"] = data.draw(st.integers(0, 2**64 - 1))
+    kw["counter"] = data.draw(st.integers(0, 2**64 - 1))
+    kw["env_offset"] = data.draw(st.integers(0, 1000))
+    kw["deterministic"] = data.draw(st.booleans())
+    if data.draw(st.booleans()):
+        kw["out"] = (np.full(N, -7, np.int64), np.full(N, -7.0, np.float32))
+    return kw
+
+
+def _categorical_perturb(data: st.DataObject, kw: dict[str, Any]) -> tuple[str, bool]:
+    x = kw["logits"]
+    N, A = x.shape
+    options = ["nan", "inf", "int logits", "seed < 0", "seed >= 2**64", "counter < 0",
+               "env_offset < 0", "env_offset past 2**32", "strided", "fortran", "readonly",
+               "list", "np seed", "np counter"]  # fmt: skip
+    if "mask" in kw:
+        options += ["all masked", "mask shape", "uint8 mask", "readonly mask"]
+    if "out" in kw:
+        options += ["int32 actions", "out readonly", "out list", "out overlaps"]
+    how = data.draw(st.sampled_from(options))
+    allowed = np.argwhere(kw["mask"]) if "mask" in kw else np.argwhere(np.ones((N, A), bool))
+    if how in ("nan", "inf"):
+        i, j = allowed[data.draw(st.integers(0, len(allowed) - 1))]
+        x = x.copy()
+        x[i, j] = np.nan if how == "nan" else np.inf
+        kw["logits"] = x
+        return f"{how} logit", True
+    if how == "int logits":
+        kw["logits"] = np.zeros((N, A), np.int64)
+        return how, True
+    if how == "seed < 0":
+        kw["seed"] = -1
+        return how, True
+    if how == "seed >= 2**64":
+        kw["seed"] = 2**64
+        return how, True
+    if how == "counter < 0":
+        kw["counter"] = -1
+        return how, True
+    if how == "env_offset < 0":
+        kw["env_offset"] = -1
+        return how, True
+    if how == "env_offset past 2**32":
+        kw["env_offset"] = 2**32 - N + 1
+        return how, True
+    if how == "strided":
+        kw["logits"] = np.repeat(x, 2, axis=1)[:, ::2]
+        return how, False
+    if how == "fortran":
+        kw["logits"] = np.asfortranarray(x)
+        return how, False
+    if how == "readonly":
+        x = x.copy()
+        x.flags.writeable = False
+        kw["logits"] = x
+        return how, False
+    if how == "list":
+        kw["logits"] = x.tolist()
+        return how, False
+    if how == "np seed":
+        kw["seed"] = np.uint64(kw["seed"])
+        return how, False
+    if how == "np counter":
+        kw["counter"] = np.uint64(kw["counter"])
+        return how, False
+    if how == "all masked":
+        m = kw["mask"].copy()
+        m[data.draw(st.integers(0, N - 1))] = False
+        kw["mask"] = m
+        return how, True
+    if how == "mask shape":
+        kw["mask"] = kw["mask"][:, :-1] if A > 1 else kw["mask"][:0]
+        return how, True
+    if how == "uint8 mask":
+        kw["mask"] = kw["mask"].astype(np.uint8)
+        return how, False
+    if how == "readonly mask":
+        m = kw["mask"].copy()
+        m.flags.writeable = False
+        kw["mask"] = m
+        return how, False
+    act, lp = kw["out"]
+    if how == "int32 actions":
+        kw["out"] = (act.astype(np.int32), lp)
+        return how, True
+    if how == "out readonly":
+        lp.flags.writeable = False
+        return how, True
+    if how == "out list":
+        kw["out"] = [act, lp]
+        return how, False
+    kw["out"] = (act, act.view(np.float32)[:N])  # logp aliases the actions
+    return how, True
+
+
+def _categorical_fast(kw: dict[str, Any]) -> Any:
+    g = kw.get
+    return _fast.sample_categorical(
+        g("logits"), g("mask"), g("seed"), g("counter"), g("env_offset"), g("deterministic"),
+        g("out"),
+    )  # fmt: skip
+
+
+def _categorical_general(kw: dict[str, Any]) -> Any:
+    saved = categorical._fast
+    categorical._fast = _Off()
+    try:
+        return fastppo.sample_categorical(**kw)
+    finally:
+        categorical._fast = saved
+
+
+def _categorical_fresh(kw: dict[str, Any]) -> dict[str, Any]:
+    if "out" not in kw:
+        return kw
+    act, lp = kw["out"]
+    if not (act.flags.writeable and lp.flags.writeable) or act.base is not None:
+        return kw
+    return dict(kw, out=type(kw["out"])((act.copy(), lp.copy())))
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(data=st.data())
+def test_categorical_fast_and_general_paths_agree_under_one_perturbation(data) -> None:
+    kw = _categorical_base(data)
+    assert _categorical_fast(_categorical_fresh(kw)) is not None, "a plain call: fast path"
+    what, invalid = _categorical_perturb(data, kw)
+    event(f"{'invalid' if invalid else 'form'}: {what}")
+    outs = kw.get("out") or ()
+    before = [o.copy() for o in outs]
+    fast = _categorical_fast(kw)
+    if invalid:
+        assert fast is None, f"fast path took an invalid call ({what})"
+        for o, b in zip(outs, before):
+            np.testing.assert_array_equal(o, b, err_msg=f"{what}: out written")
+        try:
+            _categorical_general(kw)
+        except (ValueError, TypeError) as e:
+            assert str(e).startswith("sample_categorical"), f"{what}: {e}"
+        else:
+            raise AssertionError(f"general path accepted an invalid call ({what})")
+        return
+    general = _categorical_general(_categorical_fresh(kw))
+    if fast is not None:
+        for f, g in zip(fast, general):
             assert f.dtype == g.dtype and f.shape == g.shape, what
             np.testing.assert_array_equal(f, g, err_msg=what)

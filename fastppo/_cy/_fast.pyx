@@ -415,8 +415,8 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
     else:
         return None
     if not (cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_ISNOTSWAPPED(x)
-            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE)):
-        return None  # read-only logits compile another kernel variant: general path
+            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS)):
+        return None
     cdef int64_t n = cnp.PyArray_DIM(x, 0), a = cnp.PyArray_DIM(x, 1)
     if a == 0 or n * a >= _limits[3]:
         return None
@@ -447,7 +447,7 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
         m = <cnp.ndarray>mask
         mt = cnp.PyArray_TYPE(m)
         if not ((mt == cnp.NPY_BOOL or mt == cnp.NPY_UINT8)
-                and cnp.PyArray_CHKFLAGS(m, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_WRITEABLE)
+                and cnp.PyArray_CHKFLAGS(m, cnp.NPY_ARRAY_C_CONTIGUOUS)
                 and _same_shape(m, x)):
             return None
         pm = <unsigned char*>cnp.PyArray_DATA(m)
