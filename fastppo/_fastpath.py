@@ -8,7 +8,7 @@ points (:mod:`fastppo.kernels.cabi`) are compiled or loaded on first use.
 
 from __future__ import annotations
 
-from fastppo.kernels import advantages as _ka
+from fastppo.kernels import sweep as _ka
 
 try:
     from fastppo._cy import _fast as fast

@@ -21,7 +21,10 @@ import time
 # entries of the small-call fast path (kernels.cabi) come last, as they embed
 # the serial kernels.
 _MODULES = (
-    "fastppo.kernels.advantages",
+    "fastppo.kernels.sweep",
+    "fastppo.kernels.gae",
+    "fastppo.kernels.vtrace",
+    "fastppo.kernels.returns",
     "fastppo.kernels.chunks",
     "fastppo.kernels.categorical",
     "fastppo.kernels.gaussian",
@@ -35,11 +38,13 @@ _MODULES = (
 
 # Relative compile cost of each module (seconds on one znver3 core, rounded),
 # used only to balance the modules over worker processes. A kernel calls
-# declared kernels of its own module alone (other modules lend it inlined
-# helpers), so no two workers ever compile, and write the cache index of,
-# the same kernel.
+# declared kernels of its own module (other modules lend it inlined helpers)
+# or of the modules it shares a unit with in _UNITS, and a unit goes to one
+# worker: no two workers ever compile, and write the cache index of, one kernel.
 _COST = {
-    "fastppo.kernels.advantages": 25,
+    "fastppo.kernels.gae": 8,
+    "fastppo.kernels.vtrace": 10,
+    "fastppo.kernels.returns": 6,
     "fastppo.kernels.categorical": 40,
     "fastppo.kernels.gaussian": 55,
     "fastppo.kernels.logp": 12,
@@ -66,15 +71,29 @@ def _compile_modules(names: tuple[str, ...] | list[str], verbose: bool) -> dict[
     return spent
 
 
+#: Modules that call one another's declared kernels: the sweeps call the
+#: validation kernels of ``kernels.sweep``.
+_UNITS = (
+    (
+        "fastppo.kernels.sweep",
+        "fastppo.kernels.gae",
+        "fastppo.kernels.vtrace",
+        "fastppo.kernels.returns",
+    ),
+)
+
+
 def _partition(jobs: int) -> list[list[str]]:
-    """The kernel modules (all but ``cabi``) in ``jobs`` groups of similar cost."""
+    """The kernel modules (all but ``cabi``) in ``jobs`` groups of similar cost,
+    each unit of :data:`_UNITS` whole in one group, in the order of ``_MODULES``."""
+    grouped = {m for u in _UNITS for m in u}
+    units = [list(u) for u in _UNITS] + [[m] for m in _MODULES[:-1] if m not in grouped]
     groups: list[list[str]] = [[] for _ in range(jobs)]
     load = [0] * jobs
-    mods = sorted(_MODULES[:-1], key=lambda m: -_COST.get(m, 1))
-    for m in mods:
+    for unit in sorted(units, key=lambda u: -sum(_COST.get(m, 1) for m in u)):
         i = load.index(min(load))
-        groups[i].append(m)
-        load[i] += _COST.get(m, 1)
+        groups[i].extend(unit)
+        load[i] += sum(_COST.get(m, 1) for m in unit)
     return [g for g in groups if g]
 
 

@@ -29,7 +29,10 @@ from fastppo import _dispatch
 from fastppo._fastpath import GAE, RETURNS, VTRACE
 from fastppo._fastpath import fast as _fast
 from fastppo._jit import num_threads
-from fastppo.kernels import advantages as K
+from fastppo.kernels import gae as _kg
+from fastppo.kernels import returns as _kr
+from fastppo.kernels import sweep as K
+from fastppo.kernels import vtrace as _kv
 
 __all__ = ["discounted_returns", "gae", "next_step_valid", "vtrace"]
 
@@ -342,7 +345,7 @@ def _gae_general(
         fn, out, ("advantages", "returns"), {"rewards": s.r, "values": v2, "last_values": s.last}
     )
     par, block = s.block(memory_bound=True)
-    kern = K.gae_kernel[1] if par else K.gae_kernel[0]
+    kern = _kg.gae_kernel[1] if par else _kg.gae_kernel[0]
     k_adv, k_ret = _as_2d_out(adv), _as_2d_out(ret)
     code = kern(
         s.r,
@@ -464,7 +467,7 @@ def vtrace(
     s.given.update(values=values, behavior_logp=behavior_logp, target_logp=target_logp)
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays)
     par, block = s.block(memory_bound=False)
-    kern = K.vtrace_kernel[1] if par else K.vtrace_kernel[0]
+    kern = _kv.vtrace_kernel[1] if par else _kv.vtrace_kernel[0]
     k_vs, k_pg = _as_2d_out(vs), _as_2d_out(pg)
     code = kern(
         logps["behavior_logp"],
@@ -532,7 +535,7 @@ def discounted_returns(
     s.check_bootstrap(fn, need_final=True)
     (ret,) = s.outputs(fn, out, ("returns",), {"rewards": s.r, "last_values": s.last})
     par, block = s.block(memory_bound=True)
-    kern = K.discounted_returns_kernel[1] if par else K.discounted_returns_kernel[0]
+    kern = _kr.discounted_returns_kernel[1] if par else _kr.discounted_returns_kernel[0]
     k_ret = _as_2d_out(ret)
     code = kern(
         s.r,

@@ -7,7 +7,7 @@ import pytest
 
 import fastppo
 from fastppo._jit import kernel
-from fastppo.kernels import advantages as K
+from fastppo.kernels import vtrace as K
 from fastppo.kernels.fastmath import expf32
 from fastppo.reference import advantages as R
 

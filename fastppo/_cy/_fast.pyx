@@ -49,7 +49,7 @@ ctypedef int64_t (*returns_fn)(void*, void*, unsigned char*, unsigned char*, voi
                                unsigned char*, int64_t, double, int64_t, int64_t,
                                void*) noexcept nogil
 
-# Must match fastppo.kernels.advantages.HAS_* (checked by configure()).
+# Must match fastppo.kernels.sweep.HAS_* (checked by configure()).
 cdef enum:
     HAS_TRUNC = 1
     HAS_FINAL = 2

@@ -2,7 +2,7 @@
 
 Each entry takes raw pointers plus the shape, rebuilds C-contiguous views
 with ``numba.carray`` (no copy) and calls the serial build of the kernel in
-:mod:`fastppo.kernels.advantages` or :mod:`fastppo.kernels.categorical`, so the
+:mod:`fastppo.kernels.gae`, ``vtrace``, ``returns`` or ``categorical``, so the
 arithmetic is the kernels', bit for bit. Float arguments are declared as
 typed pointers; the Cython caller passes ``void*`` (the same C ABI) and picks
 the float32 or float64 entry.
@@ -22,8 +22,8 @@ from typing import Any
 from numba import carray, types
 
 from fastppo._jit import c_entry
-from fastppo.kernels import advantages as K
 from fastppo.kernels import categorical as S
+from fastppo.kernels import gae, returns, vtrace
 
 #: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
 #: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
@@ -70,9 +70,9 @@ def signature(kind: int, fp: types.Type) -> Any:
     return types.int64(*args)
 
 
-_gae_serial = K.gae_kernel[0]
-_vtrace_serial = K.vtrace_kernel[0]
-_returns_serial = K.discounted_returns_kernel[0]
+_gae_serial = gae.gae_kernel[0]
+_vtrace_serial = vtrace.vtrace_kernel[0]
+_returns_serial = returns.discounted_returns_kernel[0]
 
 
 def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, adv, ret):  # pragma: no cover

@@ -1,0 +1,302 @@
+"""V-trace (Espeholt et al. 2018, arXiv 1802.01561): the sweep, backwards in time.
+
+V-trace keeps two scratch rows per step of its chunk (its carry weights) and
+the carry row ``vs_{t+1} - V_{t+1}``. The ratio ``rho = exp(target_logp -
+behavior_logp)`` is computed in float32 with
+:func:`fastppo.kernels.fastmath.expf32` (vectorised, relative error <=
+1.2e-7) when both log-probs and the values are float32, else with float64
+``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from fastppo._jit import inline, kernel, kernel_pair
+from fastppo.kernels.fastmath import expf32
+from fastppo.kernels.sweep import (
+    HAS_FINAL,
+    HAS_VALID,
+    OK,
+    VT_CHUNK,
+    check_rows,
+    parts,
+    status,
+)
+
+
+@inline
+def _clip(rho, bar):  # pragma: no cover - compiled
+    """``min(bar, rho)`` as a plain select: Numba's ``min`` checks for NaN
+    with branches, which keeps a loop scalar (rho is never NaN here)."""
+    return rho if rho < bar else bar
+
+
+# V-trace's row loops are separate functions with few array arguments each:
+# LLVM vectorises a loop only if it can rule out overlap between the arrays it
+# writes and the others with a handful of runtime checks, and one loop over
+# all ten rows of a step stays scalar (measured: 2-3x slower).
+
+
+# No FMA contraction here (it saved ~8% of the kernel): LLVM may contract the
+# vector body and the scalar remainder/alias-check fallback of a loop
+# differently, so an element's rounding would depend on its position in a
+# block and on buffer addresses, and serial and parallel results would differ
+# by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
+# caught it). Plain IEEE float32 operations round the same on every path.
+@kernel("void(F_1, F_1, b1, F_1w)")
+def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
+    """``rho = exp(target_logp - behavior_logp)`` over one row.
+
+    float32 log-probs with float32 outputs: the difference and the exp in
+    float32 (``expf32``, vectorised; relative error <= 1.2e-7, below the
+    output's rounding). Otherwise float64 ``math.exp`` (a libm call, scalar).
+    """
+    if f32:
+        for n in range(rho.shape[0]):
+            rho[n] = expf32(np.float32(target_logp[n]) - np.float32(behavior_logp[n]))
+    else:
+        for n in range(rho.shape[0]):
+            rho[n] = math.exp(float(target_logp[n]) - float(behavior_logp[n]))
+
+
+@kernel("void(F_1, F_1, F_1, u1_1, u1_1, F_1, b1, F, F_1w)")
+def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no cover - compiled
+    """``d = r + gamma * nv - V`` over one row (``nv`` as in GAE)."""
+    zero = r.dtype.type(0)
+    for n in range(d_row.shape[0]):
+        nv = nvr[n]
+        f = fv[n] if has_final else nv
+        boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
+        d_row[n] = r[n] + gamma * boot - v[n]
+
+
+@kernel("void(u1_1, u1_1, u1_1, b1, b1_1w)")
+def _vt_on_row(te, tr, ok, has_valid, on):  # pragma: no cover - compiled
+    """``on`` = the trace continues past this step: valid and neither terminated nor truncated."""
+    for n in range(on.shape[0]):
+        on[n] = ((ok[n] != 0) | (not has_valid)) & ((te[n] | tr[n]) == 0)
+
+
+@kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)")
+def _vt_scale_row(
+    rho, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_row
+):  # pragma: no cover - compiled
+    """``vs = min(rho_bar, rho) * d``, ``pg = min(pg_rho_bar, rho) * d``; 0 if invalid.
+
+    ``d`` arrives in ``vs``.
+    """
+    zero = vs_row.dtype.type(0)
+    for n in range(vs_row.shape[0]):
+        p = rho[n]
+        d = vs_row[n]
+        good = (ok[n] != 0) | (not has_valid)
+        vs_row[n] = _clip(p, rho_bar) * d if good else zero
+        pg_row[n] = _clip(p, pg_rho_bar) * d if good else zero
+
+
+@kernel("void(b1_1, F, F, F, F, F_1w, F_1w)")
+def _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw):  # pragma: no cover - compiled
+    """Carry weights ``cw = gamma * lam * min(c_bar, rho)`` (``rho`` in ``cw``) and
+    ``pw = gamma * min(pg_rho_bar, rho)``; 0 where the trace is cut."""
+    zero = cw.dtype.type(0)
+    for n in range(cw.shape[0]):
+        p = cw[n]
+        o = on[n]
+        cw[n] = gamma_lam * _clip(p, c_bar) if o else zero
+        pw[n] = gamma * _clip(p, pg_rho_bar) if o else zero
+
+
+@kernel("void(F_1, F_1, F_1, F_1w, F_1w, F_1w)")
+def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compiled
+    """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
+    zero = v.dtype.type(0)
+    for n in range(v.shape[0]):
+        x = carry[n]
+        c = cw[n]
+        p = pw[n]
+        # A zero weight (cut trace, invalid row) adds exactly 0, even when the
+        # carry overflowed to inf (an unclipped rho of +inf).
+        dc = c * x if c != 0 else zero
+        pc = p * x if p != 0 else zero
+        diff = vs_row[n] + dc
+        pg_row[n] += pc
+        carry[n] = diff
+        vs_row[n] = v[n] + diff
+
+
+@kernel(
+    "void(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
+    " F_2w, F_2w)",
+)
+def _vtrace_block(  # pragma: no cover - compiled
+    behavior_logp,
+    target_logp,
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma,
+    lam,
+    rho_bar_,
+    c_bar_,
+    pg_rho_bar_,
+    n0,
+    n1,
+    vs,
+    pg_adv,
+):
+    """V-trace over the envs ``n0:n1``, in time chunks like GAE.
+
+    Pass 1 (forwards over a chunk): ``rho``; ``vs = min(rho_bar, rho) * d`` and
+    ``pg = min(pg_rho_bar, rho) * d`` with ``d = r + gamma * nv - V`` (the
+    carry-free parts); into scratch the carry weights
+    ``cw = gamma * lam * min(c_bar, rho)`` and ``pw = gamma * min(pg_rho_bar, rho)``
+    (0 where the trace is cut). Pass 2 (backwards):
+    ``diff_t = vs_t + cw_t * diff_{t+1}``, ``pg_t += pw_t * diff_{t+1}``,
+    ``vs_t = V_t + diff_t``; ``diff_T = 0``.
+    """
+    T = rewards.shape[0]
+    W = n1 - n0
+    dt = rewards.dtype.type
+    rho_bar = dt(rho_bar_)
+    c_bar = dt(c_bar_)
+    pg_rho_bar = dt(pg_rho_bar_)
+    gamma_lam = dt(gamma * lam)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
+    # Scratch for one chunk of the block (2 x VT_CHUNK rows) and the carry
+    # diff_{t+1}.
+    cws = np.empty((VT_CHUNK, W), rewards.dtype)
+    pws = np.empty((VT_CHUNK, W), rewards.dtype)
+    on = np.empty(W, np.bool_)
+    carry = np.zeros(W, rewards.dtype)
+    t_hi = T
+    while t_hi > 0:
+        t_lo = max(0, t_hi - VT_CHUNK)
+        for t in range(t_lo, t_hi):
+            cw = cws[t - t_lo]
+            vs_row = vs[t, n0:n1]
+            ok = valid[t, n0:n1]
+            te = terminated[t, n0:n1]
+            tr = truncated[t, n0:n1]
+            nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
+            _vt_rho_row(target_logp[t, n0:n1], behavior_logp[t, n0:n1], f32, cw)
+            _vt_td_row(
+                nvr,
+                rewards[t, n0:n1],
+                values[t, n0:n1],
+                te,
+                tr,
+                final_values[t, n0:n1],
+                has_final,
+                gamma,
+                vs_row,
+            )
+            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[t, n0:n1])
+            _vt_on_row(te, tr, ok, has_valid, on)
+            _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[t - t_lo])
+        for t in range(t_hi - 1, t_lo - 1, -1):
+            _vt_back_row(
+                cws[t - t_lo],
+                pws[t - t_lo],
+                values[t, n0:n1],
+                carry,
+                vs[t, n0:n1],
+                pg_adv[t, n0:n1],
+            )
+        t_hi = t_lo
+
+
+@kernel_pair(
+    "i8(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
+)
+def vtrace_kernel(  # pragma: no cover - compiled
+    behavior_logp,
+    target_logp,
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma_,
+    lam,
+    rho_bar,
+    c_bar,
+    pg_rho_bar,
+    block,
+    vs,
+    pg_adv,
+):
+    """V-trace (Espeholt et al. 2018, arXiv 1802.01561), backwards in time.
+
+    ``rho_t = exp(target_logp - behavior_logp)``;
+    ``delta_t = min(rho_bar, rho_t) * (r_t + gamma * nv_t - V_t)``;
+    ``vs_t - V_t = delta_t + gamma * c_t * (1 - cut_t) * (vs_{t+1} - V_{t+1})``,
+    ``c_t = lam * min(c_bar, rho_t)``;
+    ``pg_t = min(pg_rho_bar, rho_t) * (r_t + gamma * nvs_t - V_t)`` where
+    ``nvs_t = vs_{t+1}`` inside an episode and the bootstrap at a boundary.
+
+    Swept in time chunks (see ``_vtrace_block``); the exp dominates, so the
+    sweep is compute-bound on few cores. Returns a status code.
+    """
+    N = rewards.shape[1]
+    gamma = rewards.dtype.type(gamma_)
+    nblocks = (N + block - 1) // block
+    T = rewards.shape[0]
+    nparts = parts(T, nblocks)
+    masks = np.zeros(nparts, np.int64)
+    for p in numba.prange(nparts):
+        masks[p] = check_rows(
+            rewards,
+            values,
+            True,
+            behavior_logp,
+            target_logp,
+            True,
+            terminated,
+            truncated,
+            final_values,
+            options,
+            p * T // nparts,
+            (p + 1) * T // nparts,
+        )
+    code = status(masks, last_values)
+    if code != OK:
+        return code
+    for b in numba.prange(nblocks):
+        n0 = b * block
+        n1 = min(N, n0 + block)
+        _vtrace_block(
+            behavior_logp,
+            target_logp,
+            rewards,
+            values,
+            last_values,
+            terminated,
+            truncated,
+            final_values,
+            valid,
+            options,
+            gamma,
+            lam,
+            rho_bar,
+            c_bar,
+            pg_rho_bar,
+            n0,
+            n1,
+            vs,
+            pg_adv,
+        )
+    return OK
