@@ -1,0 +1,393 @@
+"""``RunningMeanStd``: exact running mean and variance (Welford/Chan), in Cython."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fastppo import _dispatch
+from fastppo._checks import (
+    as_array,
+    check_finite,
+    check_no_overlap,
+    check_out,
+    check_range,
+    describe,
+    fail,
+    flag_array,
+)
+from fastppo.stats._common import (
+    F32,
+    F64,
+    clip_value,
+    cy,
+    float_input,
+    layout,
+    raise_nonfinite,
+    shape_tuple,
+    threads,
+)
+
+
+class RunningMeanStd:
+    """Exact running mean and (population) variance of a stream of batches.
+
+    Parameters
+    ----------
+    shape : tuple of int, default ()
+        Shape of one sample (``()`` for scalars such as returns, ``(obs_dim,)``
+        for observations).
+    epsilon : float, default 1e-8
+        Added to the variance in :meth:`normalize` / :meth:`denormalize`; > 0.
+
+    Notes
+    -----
+    The state is ``(n, mean, var)``: ``n`` an exact int (0 at the start; then
+    ``mean = 0`` and ``var = 1``, so normalising is the identity up to
+    epsilon), ``mean``/``var`` float64 of ``shape``. A batch ``b`` with ``n_b``
+    rows, mean ``m_b`` and population variance ``v_b`` (corrected two-pass
+    moments in float64, whatever the batch dtype) is merged by
+
+    ``delta = m_b - mean``, ``n' = n + n_b``,
+    ``mean' = mean + delta * n_b / n'``,
+    ``var' = var * n / n' + v_b * n_b / n' + delta^2 * n * n_b / n'^2``,
+
+    which equals the moments of the union exactly in real arithmetic, so any
+    split of the data gives ``np.mean``/``np.var`` of the whole to rounding.
+    The weights ``n / n'`` and ``n_b / n'`` stay in [0, 1]: counts far beyond
+    2**53 neither overflow nor wash out the mean.
+
+    References
+    ----------
+    Chan, Golub & LeVeque (1979), "Updating formulae and a pairwise algorithm
+    for computing sample variances", Stanford CS-TR-79-773; (1983) The
+    American Statistician 37(3). Welford (1962), Technometrics 4(3).
+    """
+
+    __slots__ = (
+        "_count",
+        "_cy",
+        "_epsilon",
+        "_fast_1d",
+        "_fast_2d",
+        "_mean",
+        "_n_feat",
+        "_shape",
+        "_var",
+    )
+
+    def __init__(self, shape: int | Sequence[int] = (), epsilon: float = 1e-8) -> None:
+        fn = "RunningMeanStd"
+        self._shape = shape_tuple(fn, shape)
+        self._epsilon = check_range(fn, "epsilon", epsilon, 0.0, math.inf, True, True)
+        self._n_feat = math.prod(self._shape)
+        self._count = 0
+        self._mean = np.zeros(self._n_feat)
+        self._var = np.ones(self._n_feat)
+        self._cy = cy.Updater(self._mean, self._var, *layout(self._n_feat))
+        # which per-step batches can skip the general path (see update)
+        self._fast_2d = len(self._shape) == 1 and self._n_feat > 0
+        self._fast_1d = self._shape == ()
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one sample."""
+        return self._shape
+
+    @property
+    def epsilon(self) -> float:
+        return self._epsilon
+
+    @property
+    def count(self) -> int:
+        """Number of samples seen (an exact int)."""
+        return self._count
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float64 array of ``shape`` (a copy)."""
+        return self._mean.reshape(self._shape).copy()
+
+    @property
+    def var(self) -> np.ndarray:
+        """Population variance (ddof 0), float64 array of ``shape`` (a copy)."""
+        return self._var.reshape(self._shape).copy()
+
+    @property
+    def std(self) -> np.ndarray:
+        """``sqrt(var)`` (without epsilon), float64 array of ``shape``."""
+        return np.sqrt(self._var).reshape(self._shape)
+
+    def __repr__(self) -> str:
+        return f"RunningMeanStd(shape={self._shape}, count={self._count})"
+
+    # -- updates -------------------------------------------------------------
+    def update(self, batch: Any, valid: Any = None) -> None:
+        """Fold a batch of samples into the statistics.
+
+        Parameters
+        ----------
+        batch : float32 or float64 array [..., *shape]
+            Any number of leading dims; each leading index is one sample.
+            Values must be finite (in the rows that count).
+        valid : bool/uint8/float-0-1 array of the leading dims, optional
+            Rows where it is False are left out (they may hold anything).
+
+        Raises
+        ------
+        TypeError
+            Non-float batch, non-flag ``valid``.
+        ValueError
+            Trailing dims differ from ``shape``; ``valid`` of the wrong shape;
+            a NaN/inf in a counted row. The state is then unchanged.
+        """
+        if valid is None and type(batch) is np.ndarray:
+            # Per-step fast path: a C-contiguous [N, D] (or [N] for shape ())
+            # native float batch goes straight to Cython; anything else, and
+            # every error, takes the general path below.
+            dt = batch.dtype
+            if (dt is F32 or dt is F64) and 0 < batch.size < _dispatch.PARALLEL_MIN_STATS:
+                x = None
+                if batch.ndim == 2 and self._fast_2d and batch.shape[1] == self._n_feat:
+                    x = batch
+                elif batch.ndim == 1 and self._fast_1d:
+                    x = batch.reshape(-1, 1)
+                if x is not None and x.flags.c_contiguous:
+                    up = self._cy.update_f32 if dt is F32 else self._cy.update_f64
+                    n = up(x, None, float(self._count))
+                    if n >= 0:
+                        self._count += n
+                        return
+        fn = "RunningMeanStd.update"
+        a = float_input(fn, "batch", batch, self._shape)
+        v = None
+        if valid is not None:
+            lead = a.shape[: a.ndim - len(self._shape)]
+            v = np.ascontiguousarray(flag_array(fn, "valid", valid, lead)).reshape(-1)
+        n_feat = self._n_feat
+        if n_feat == 0:
+            rows = math.prod(a.shape[: a.ndim - len(self._shape)])
+            self._count += rows if v is None else int(np.count_nonzero(v))
+            return
+        size = a.size
+        if size == 0:
+            return
+        rows = size // n_feat
+        # a per-step [N, D] batch is already the kernels' 2-D layout: skip the reshape
+        x = a if a.ndim == 2 and a.shape[1] == n_feat else a.reshape(rows, n_feat)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
+        n = up(x, v, float(self._count), threads(size))
+        if n == -2:
+            fail(
+                fn,
+                "batch",
+                "values whose merge with the running state keeps the variance finite",
+                "a batch so far from the state's mean that the merged variance overflows; "
+                "the state is unchanged",
+            )
+        if n < 0:
+            raise_nonfinite(fn, "batch", a, rows, v)
+        self._count += int(n)
+
+    def merge(self, other: RunningMeanStd) -> None:
+        """Fold another running state into this one (Chan et al.'s merge).
+
+        ``other`` is unchanged; its ``epsilon`` is ignored. Merging the states
+        of any split of the data equals one state built on all of it.
+        """
+        fn = "RunningMeanStd.merge"
+        if not isinstance(other, RunningMeanStd):
+            fail(fn, "other", "a RunningMeanStd", type(other).__name__, exc=TypeError)
+        if other._shape != self._shape:
+            fail(fn, "other", f"a RunningMeanStd of shape {self._shape}", f"shape {other._shape}")
+        n_b = other._count
+        if n_b == 0:
+            return
+        n_a = self._count
+        if n_a == 0:
+            np.copyto(self._mean, other._mean)
+            np.copyto(self._var, other._var)
+        else:
+            # int / int is correctly rounded in Python even beyond 2**53
+            w_a = n_a / (n_a + n_b)
+            w_b = n_b / (n_a + n_b)
+            with np.errstate(over="ignore", invalid="ignore"):
+                delta = other._mean - self._mean
+                new_var = self._var * w_a + other._var * w_b + delta * delta * (w_a * w_b)
+            if not (np.isfinite(delta).all() and np.isfinite(new_var).all()):
+                j = int(np.flatnonzero(~(np.isfinite(delta) & np.isfinite(new_var)))[0])
+                fail(
+                    fn,
+                    "other",
+                    "a state whose merge with this one has a variance that fits in float64",
+                    f"means {self._mean.flat[j]:g} and {other._mean.flat[j]:g} at feature {j}; "
+                    "this state is unchanged",
+                )
+            self._mean += delta * w_b
+            np.copyto(self._var, new_var)
+        self._count = n_a + n_b
+
+    # -- normalisation -------------------------------------------------------
+    def _affine_fast(self, x: Any, clip: float, out: Any, normalize: bool) -> np.ndarray | None:
+        """Per-step fast path (as in update): straight to Cython, or None.
+
+        The Cython call itself checks what the general path would: its typed
+        memoryviews refuse a wrong dtype, byte order, layout or a read-only
+        ``out``, and it raises on a shape mismatch or overlapping buffers. Any
+        refusal returns None, and the general path then raises the proper
+        error or handles the layout.
+        """
+        if type(x) is not np.ndarray or x.size >= _dispatch.PARALLEL_MIN_STATS:
+            return None
+        dt = x.dtype
+        if dt is F32:
+            aff = self._cy.affine_f32
+        elif dt is F64:
+            aff = self._cy.affine_f64
+        else:
+            return None
+        res = np.empty(x.shape, dt) if out is None else out
+        if x.ndim == 2 and self._fast_2d:
+            x2, r2 = x, res
+        elif x.ndim == 1 and self._fast_1d and type(res) is np.ndarray and res.ndim == 1:
+            # [:, None] is always a view, so a result can never land in a copy
+            x2, r2 = x[:, None], res[:, None]
+        else:
+            return None
+        try:
+            aff(x2, r2, self._epsilon, normalize, clip)
+        except (ValueError, TypeError, BufferError):
+            return None
+        return res
+
+    def _affine(
+        self, fn: str, name: str, x: Any, clip: float, out: Any, normalize: bool
+    ) -> np.ndarray:
+        fast = self._affine_fast(x, clip, out, normalize)
+        if fast is not None:
+            return fast
+        a = float_input(fn, name, x, self._shape)
+        if out is None:
+            res = np.empty(a.shape, a.dtype)
+        else:
+            res = check_out(fn, "out", out, a.shape, a.dtype)
+            check_no_overlap(fn, (res,), {name: a})
+        n_feat = self._n_feat
+        if a.size == 0:
+            return res
+        rows = a.size // n_feat
+        # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
+        two_d = a.ndim == 2 and a.shape[1] == n_feat
+        x2 = a if two_d else a.reshape(rows, n_feat)
+        if not x2.flags.c_contiguous:
+            x2 = np.ascontiguousarray(x2)
+        direct = res.flags.c_contiguous
+        if direct:
+            r2 = res if two_d else res.reshape(rows, n_feat)
+        else:
+            r2 = np.empty((rows, n_feat), a.dtype)
+        aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
+        aff(x2, r2, self._epsilon, normalize, clip, threads(a.size))
+        if not direct:
+            np.copyto(res, r2.reshape(a.shape))
+        return res
+
+    def normalize(self, x: Any, clip: float | None = None, out: Any = None) -> np.ndarray:
+        """``(x - mean) / sqrt(var + epsilon)``, optionally clipped to ``[-clip, clip]``.
+
+        Parameters
+        ----------
+        x : float32 or float64 array [..., *shape]
+        clip : float > 0, optional
+        out : array like ``x`` (same shape and dtype), optional
+            Written and returned; must not overlap ``x``.
+
+        Returns
+        -------
+        ndarray of ``x``'s shape and dtype (arithmetic in float64).
+        """
+        fn = "RunningMeanStd.normalize"
+        c = clip_value(fn, clip)
+        return self._affine(fn, "x", x, c, out, True)
+
+    def denormalize(self, y: Any, out: Any = None) -> np.ndarray:
+        """``y * sqrt(var + epsilon) + mean``: the inverse of unclipped :meth:`normalize`."""
+        return self._affine("RunningMeanStd.denormalize", "y", y, 0.0, out, False)
+
+    # -- persistence ---------------------------------------------------------
+    def copy(self) -> RunningMeanStd:
+        """An independent copy with the same state."""
+        return RunningMeanStd.from_state_dict(self.state_dict())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The Cython Updater holds buffer views and cannot be pickled; the
+        # state dict rebuilds everything, so copy.deepcopy and pickling work.
+        return (RunningMeanStd.from_state_dict, (self.state_dict(),))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state as plain JSON-able Python (ints, floats, lists).
+
+        ``count`` is an exact int; floats survive ``json.dumps``/``loads``
+        bit for bit. No pickle is involved anywhere.
+        """
+        return {
+            "shape": list(self._shape),
+            "epsilon": self._epsilon,
+            "count": self._count,
+            "mean": self._mean.tolist(),
+            "var": self._var.tolist(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, d: Mapping[str, Any]) -> RunningMeanStd:
+        """Rebuild a :class:`RunningMeanStd` from :meth:`state_dict` output.
+
+        ``mean``/``var`` may be lists or arrays (flat or of ``shape``);
+        ``count`` an int, a numpy integer or a decimal string.
+        """
+        fn = "RunningMeanStd.from_state_dict"
+        keys = ("shape", "epsilon", "count", "mean", "var")
+        if not isinstance(d, Mapping):
+            fail(fn, "d", f"a mapping with keys {keys}", type(d).__name__, exc=TypeError)
+        missing = [k for k in keys if k not in d]
+        if missing:
+            fail(fn, "d", f"a mapping with keys {keys}", f"one missing {missing}")
+        # The statistics are sized by the data, never by the claimed shape
+        # alone: a state read from a file allocates no more than it holds.
+        n_feat = math.prod(shape_tuple(fn, d["shape"]))
+        for name in ("mean", "var"):
+            v = d[name]
+            size = as_array(fn, name, v).size if isinstance(v, (list, tuple, np.ndarray)) else 1
+            if size != n_feat:
+                fail(fn, name, f"{n_feat} real numbers (prod(shape))", f"{size} values")
+        rms = cls(d["shape"], d["epsilon"])
+        rms._load(fn, d["count"], d["mean"], d["var"])
+        return rms
+
+    def _load(self, fn: str, count: Any, mean: Any, var: Any) -> None:
+        if isinstance(count, str) and count.isdigit():
+            count = int(count)
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+            fail(fn, "count", "an int", repr(count), exc=TypeError)
+        if int(count) < 0:
+            fail(fn, "count", ">= 0", repr(count))
+        arrs = []
+        for name, val in (("mean", mean), ("var", var)):
+            a = as_array(fn, name, val)
+            if a.dtype.kind not in "fi" or a.size != self._n_feat:
+                fail(fn, name, f"{self._n_feat} real numbers", describe(a))
+            a = a.astype(np.float64).reshape(self._n_feat)
+            check_finite(fn, name, a)
+            arrs.append(a)
+        if (arrs[1] < 0).any():
+            fail(fn, "var", ">= 0", f"{arrs[1].min()!r}")
+        self._count = int(count)
+        np.copyto(self._mean, arrs[0])
+        np.copyto(self._var, arrs[1])
