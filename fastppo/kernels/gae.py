@@ -9,7 +9,6 @@ from the output row just written. Layout, options and validation:
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 from fastppo._jit import kernel, kernel_pair
 from fastppo.kernels.sweep import (
@@ -17,9 +16,7 @@ from fastppo.kernels.sweep import (
     HAS_FINAL,
     HAS_VALID,
     OK,
-    check_rows,
-    parts,
-    status,
+    validate,
 )
 
 
@@ -123,25 +120,20 @@ def gae_kernel(  # pragma: no cover - compiled
     nblocks = (N + block - 1) // block
     # Validate everything before the first write: a bad input leaves the
     # outputs untouched.
-    T = rewards.shape[0]
-    nparts = parts(T, nblocks)
-    masks = np.zeros(nparts, np.int64)
-    for p in numba.prange(nparts):
-        masks[p] = check_rows(
-            rewards,
-            values,
-            True,
-            rewards,
-            rewards,
-            False,
-            terminated,
-            truncated,
-            final_values,
-            options,
-            p * T // nparts,
-            (p + 1) * T // nparts,
-        )
-    code = status(masks, last_values)
+    code = validate(
+        rewards,
+        values,
+        True,
+        rewards,
+        rewards,
+        False,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
     if code != OK:
         return code
     for b in numba.prange(nblocks):

@@ -6,16 +6,13 @@ Layout, options and validation: :mod:`fastppo.kernels.sweep`.
 from __future__ import annotations
 
 import numba
-import numpy as np
 
 from fastppo._jit import kernel, kernel_pair
 from fastppo.kernels.sweep import (
     HAS_FINAL,
     HAS_VALID,
     OK,
-    check_rows,
-    parts,
-    status,
+    validate,
 )
 
 
@@ -63,25 +60,20 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
     N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    T = rewards.shape[0]
-    nparts = parts(T, nblocks)
-    masks = np.zeros(nparts, np.int64)
-    for p in numba.prange(nparts):
-        masks[p] = check_rows(
-            rewards,
-            rewards,
-            False,
-            rewards,
-            rewards,
-            False,
-            terminated,
-            truncated,
-            final_values,
-            options,
-            p * T // nparts,
-            (p + 1) * T // nparts,
-        )
-    code = status(masks, last_values)
+    code = validate(
+        rewards,
+        rewards,
+        False,
+        rewards,
+        rewards,
+        False,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
     if code != OK:
         return code
     for b in numba.prange(nblocks):

@@ -32,6 +32,7 @@ Every kernel trusts its inputs; ``fastppo.advantages`` validates them.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from fastppo._jit import inline, kernel
@@ -166,3 +167,45 @@ def status(masks, last_values):  # pragma: no cover - compiled
         if mask & (1 << code):
             return code
     return OK
+
+
+@inline
+def validate(
+    rewards,
+    values,
+    has_values,
+    behavior_logp,
+    target_logp,
+    has_logp,
+    terminated,
+    truncated,
+    final_values,
+    last_values,
+    options,
+    nblocks,
+):  # pragma: no cover - compiled
+    """The validation pass every sweep runs first: :func:`check_rows` over
+    :func:`parts` row ranges (a ``prange``: parallel in the parallel build),
+    then :func:`status`. Returns OK or the code of the first bad input.
+
+    Inlined into each sweep, so the parallel build parallelises the ranges.
+    """
+    T = rewards.shape[0]
+    nparts = parts(T, nblocks)
+    masks = np.zeros(nparts, np.int64)
+    for p in numba.prange(nparts):
+        masks[p] = check_rows(
+            rewards,
+            values,
+            has_values,
+            behavior_logp,
+            target_logp,
+            has_logp,
+            terminated,
+            truncated,
+            final_values,
+            options,
+            p * T // nparts,
+            (p + 1) * T // nparts,
+        )
+    return status(masks, last_values)

@@ -22,9 +22,7 @@ from fastppo.kernels.sweep import (
     HAS_VALID,
     OK,
     VT_CHUNK,
-    check_rows,
-    parts,
-    status,
+    validate,
 )
 
 
@@ -254,25 +252,20 @@ def vtrace_kernel(  # pragma: no cover - compiled
     N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    T = rewards.shape[0]
-    nparts = parts(T, nblocks)
-    masks = np.zeros(nparts, np.int64)
-    for p in numba.prange(nparts):
-        masks[p] = check_rows(
-            rewards,
-            values,
-            True,
-            behavior_logp,
-            target_logp,
-            True,
-            terminated,
-            truncated,
-            final_values,
-            options,
-            p * T // nparts,
-            (p + 1) * T // nparts,
-        )
-    code = status(masks, last_values)
+    code = validate(
+        rewards,
+        values,
+        True,
+        behavior_logp,
+        target_logp,
+        True,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
     if code != OK:
         return code
     for b in numba.prange(nblocks):
