@@ -24,7 +24,6 @@ ICLR Blog Track 2022 (initialisation gains, separate stacks, state-independent l
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -34,14 +33,17 @@ import numpy as np
 from fastppo._checks import as_array, check_finite, fail, int_vector
 from fastppo.kernels import mlp as K
 from fastppo.nn.init import orthogonal
+from fastppo.nn.layout import (
+    MAX_PARAMS,
+    MAX_WIDTH,
+    bounds,
+    check_hidden,
+    layer_layout,
+    layer_views,
+    param_count,
+)
 
 ACTIVATIONS = {"tanh": K.ACT_TANH, "relu": K.ACT_RELU}
-#: The size rules (documented in docs/api.md): widths of layers, observations and
-#: heads, hidden layers, and parameters in all. They bound what a checkpoint's
-#: spec can make the constructor allocate (MAX_PARAMS float64s: 512 MiB).
-MAX_WIDTH = 1 << 16
-MAX_LAYERS = 16
-MAX_PARAMS = 1 << 26
 KINDS = ("discrete", "multi_discrete", "continuous")
 
 
@@ -124,7 +126,7 @@ class ActorCritic:
         if kind not in KINDS:
             fail(fn, "kind", f"one of {KINDS}", repr(kind))
         self.kind = kind
-        self.hidden_sizes = _check_hidden(fn, hidden_sizes)
+        self.hidden_sizes = check_hidden(fn, hidden_sizes)
         if activation not in ACTIVATIONS:
             fail(fn, "activation", f"one of {sorted(ACTIVATIONS)}", repr(activation))
         self.activation = activation
@@ -180,8 +182,8 @@ class ActorCritic:
                 )
             lo = np.full(self.action_dim, -np.inf) if action_low is None else action_low
             hi = np.full(self.action_dim, np.inf) if action_high is None else action_high
-            self.action_low = _bounds(fn, "action_low", lo, self.action_dim)
-            self.action_high = _bounds(fn, "action_high", hi, self.action_dim)
+            self.action_low = bounds(fn, "action_low", lo, self.action_dim)
+            self.action_high = bounds(fn, "action_high", hi, self.action_dim)
             if np.any(self.action_low > self.action_high):
                 fail(fn, "action_low", "<= action_high", self.action_low)
             if self.squash and not np.all(
@@ -203,11 +205,11 @@ class ActorCritic:
 
         # Build the layouts: rows (n_in, n_out, w_offset, b_offset).
         off = 0
-        self._a_layout, off = _layout(sizes_a, off)
+        self._a_layout, off = layer_layout(sizes_a, off)
         self._ls_off = off
         if kind == "continuous":
             off += self.action_dim
-        self._c_layout, off = _layout(sizes_c, off)
+        self._c_layout, off = layer_layout(sizes_c, off)
         if params is not None and np.shape(params) != (off,):
             # before the allocation: a spec's size is only believed when the weights match it
             fail(fn, "params", f"shape ({off},) for this network", f"shape {np.shape(params)}")
@@ -338,8 +340,8 @@ class ActorCritic:
 
     def _bind_views(self) -> None:
         p = self.params
-        self.actor_layers = [_views(p, row) for row in self._a_layout]
-        self.critic_layers = [_views(p, row) for row in self._c_layout]
+        self.actor_layers = [layer_views(p, row) for row in self._a_layout]
+        self.critic_layers = [layer_views(p, row) for row in self._c_layout]
         if self.kind == "continuous":
             self.log_std: np.ndarray | None = p[self._ls_off : self._ls_off + self.action_dim]
         else:
@@ -598,41 +600,3 @@ class ActorCritic:
         actions, _ = self._sample(out, s, counter, 0, deterministic)
         env_actions = self.to_env(actions)
         return env_actions[0] if single else env_actions
-
-
-def _check_hidden(fn: str, hidden_sizes: Any) -> tuple[int, ...]:
-    try:
-        hs = tuple(hidden_sizes)
-    except TypeError:
-        fail(fn, "hidden_sizes", "a sequence of positive ints", repr(hidden_sizes), exc=TypeError)
-    if len(hs) > MAX_LAYERS:
-        fail(fn, "hidden_sizes", f"at most {MAX_LAYERS} layers", len(hs))
-    for h in hs:
-        if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or not 1 <= h <= MAX_WIDTH:
-            fail(fn, "hidden_sizes", f"a sequence of ints in [1, {MAX_WIDTH}]", repr(hidden_sizes))
-    return tuple(int(h) for h in hs)
-
-
-def param_count(sizes_a: Sequence[int], sizes_c: Sequence[int], n_log_std: int) -> int:
-    """Parameters of actor layers ``sizes_a``, critic layers ``sizes_c`` and the log-std."""
-    return sum(i * o + o for s in (sizes_a, sizes_c) for i, o in itertools.pairwise(s)) + n_log_std
-
-
-def _bounds(fn: str, name: str, x: Any, n: int) -> np.ndarray:
-    try:
-        return np.broadcast_to(np.asarray(x, np.float64), (n,)).copy()
-    except (TypeError, ValueError):
-        fail(fn, name, f"a float or {n} floats", repr(x))
-
-
-def _layout(sizes: list[int], off: int) -> tuple[np.ndarray, int]:
-    rows = []
-    for n_in, n_out in itertools.pairwise(sizes):
-        rows.append((n_in, n_out, off, off + n_in * n_out))
-        off += n_in * n_out + n_out
-    return np.array(rows, dtype=np.int64).reshape(-1, 4), off
-
-
-def _views(p: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n_in, n_out, w, b = (int(x) for x in row)
-    return p[w : w + n_in * n_out].reshape(n_in, n_out), p[b : b + n_out]
