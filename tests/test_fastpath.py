@@ -285,3 +285,28 @@ def test_one_declaration_of_the_c_entries() -> None:
         assert spelled == [c_names[c] for _, c in decl], name
         sig = cabi.signature(kind, cabi._POINTERS[0])
         assert len(sig.args) == len(decl)
+
+
+def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    from fastppo.sampling import categorical
+
+    real = categorical._fast
+    taken: list[bool] = []
+
+    class Spy:
+        def sample_categorical(self, *args):
+            res = real.sample_categorical(*args)
+            taken.append(res is not None)
+            return res
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    monkeypatch.setattr(categorical, "_fast", Spy())
+    x = np.random.default_rng(0).standard_normal((1, 5)).astype(np.float32)
+    got = fastppo.sample_categorical(torch.from_numpy(x), seed=3, counter=4)
+    assert taken == [False, True]  # declined as a tensor, taken as its numpy view
+    want = fastppo.sample_categorical(x, seed=3, counter=4)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -130,6 +130,12 @@ def sample_categorical(
         return res
     fn = "sample_categorical"
     x = logits if type(logits) is np.ndarray else as_array(fn, "logits", logits)
+    if x is not logits and (mask is None or type(mask) is np.ndarray):
+        # a torch CPU tensor (or another buffer) viewed as numpy, no copy: the
+        # view may take the fast path (N = 1 from torch: 8 -> 3 us)
+        res = _fast.sample_categorical(x, mask, seed, counter, env_offset, deterministic, out)
+        if res is not None:
+            return res
     dt = x.dtype
     if dt is not _F32 and dt is not _F64:
         x = _logits2d(fn, "logits", x)
