@@ -8,6 +8,9 @@ points (:mod:`fastppo.kernels.cabi`) are compiled or loaded on first use.
 
 from __future__ import annotations
 
+from typing import Any
+
+from fastppo import _checks as C
 from fastppo.kernels import sweep as _ka
 
 try:
@@ -30,4 +33,21 @@ def _load_entry(kind: int, d: int) -> int:
 
 fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID)
 
-__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast"]
+
+def fast_on_views(
+    fast: Any, fn: str, names: tuple[str, ...], arrays: tuple[Any, ...], rest: tuple[Any, ...]
+) -> Any:
+    """``fast(*arrays, *rest)`` with the torch CPU tensors among ``arrays`` replaced
+    by their numpy views (no copy), or None if there are none or it declines.
+
+    The fast path recognises ndarrays only; the general path would make these
+    same views, so a call with tensors gets a second chance at the fast path
+    (a [512, 64] ``gae`` from torch: 0.5x -> 0.9x the numpy call).
+    """
+    if not any(x is not None and type(x).__module__.startswith("torch") for x in arrays):
+        return None
+    views = tuple(x if x is None else C.as_array(fn, n, x) for n, x in zip(names, arrays))
+    return fast(*views, *rest)
+
+
+__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast", "fast_on_views"]

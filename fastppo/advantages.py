@@ -26,7 +26,7 @@ import numpy as np
 
 from fastppo import _checks as C
 from fastppo import _dispatch
-from fastppo._fastpath import GAE, RETURNS, VTRACE
+from fastppo._fastpath import GAE, RETURNS, VTRACE, fast_on_views
 from fastppo._fastpath import fast as _fast
 from fastppo._jit import num_threads
 from fastppo.kernels import gae as _kg
@@ -46,6 +46,10 @@ _STATUS_NAMES = {
     K.BAD_BEHAVIOR_LOGP: "behavior_logp",
     K.BAD_TARGET_LOGP: "target_logp",
 }
+# The array arguments, in the fast path's order (for fast_on_views' errors).
+_GAE_ARGS = ("rewards", "values", "last_values", "terminated", "truncated", "final_values",
+             "valid")  # fmt: skip
+_VTRACE_ARGS = ("behavior_logp", "target_logp", *_GAE_ARGS)
 # Parallel blocks are whole multiples of this many envs, so each thread's inner
 # loop covers full SIMD vectors and full cache lines.
 _BLOCK_ALIGN = 16
@@ -308,10 +312,10 @@ def gae(
     Schulman et al., "High-Dimensional Continuous Control Using Generalized
     Advantage Estimation", arXiv:1506.02438.
     """
-    res = _fast.gae(
-        rewards, values, last_values, terminated, truncated, final_values, valid, gamma,
-        gae_lambda, out,
-    )  # fmt: skip
+    arrays = (rewards, values, last_values, terminated, truncated, final_values, valid)
+    res = _fast.gae(*arrays, gamma, gae_lambda, out)
+    if res is None:
+        res = fast_on_views(_fast.gae, "gae", _GAE_ARGS, arrays, (gamma, gae_lambda, out))
     if res is not None:
         return res
     return _gae_general(
@@ -427,10 +431,12 @@ def vtrace(
     Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance
     Weighted Actor-Learner Architectures", arXiv:1802.01561.
     """
-    res = _fast.vtrace(
-        behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
-        final_values, valid, gamma, lam, rho_bar, c_bar, pg_rho_bar, out,
-    )  # fmt: skip
+    taken = (behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
+             final_values, valid)  # fmt: skip
+    hyper = (gamma, lam, rho_bar, c_bar, pg_rho_bar, out)
+    res = _fast.vtrace(*taken, *hyper)
+    if res is None:
+        res = fast_on_views(_fast.vtrace, "vtrace", _VTRACE_ARGS, taken, hyper)
     if res is not None:
         return res
     fn = "vtrace"
@@ -524,9 +530,13 @@ def discounted_returns(
     IEEE arithmetic does, without an error (the inputs are finite; only their
     sums overflow). Pass float64 arrays for such data.
     """
-    ret_fast = _fast.discounted_returns(
-        rewards, last_values, terminated, truncated, final_values, valid, gamma, out
-    )
+    arrays = (rewards, last_values, terminated, truncated, final_values, valid)
+    ret_fast = _fast.discounted_returns(*arrays, gamma, out)
+    if ret_fast is None:
+        ret_fast = fast_on_views(
+            _fast.discounted_returns, "discounted_returns", _GAE_ARGS[:1] + _GAE_ARGS[2:],
+            arrays, (gamma, out),
+        )  # fmt: skip
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"

@@ -310,3 +310,47 @@ def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -
     want = fastppo.sample_categorical(x, seed=3, counter=4)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
+def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
+    sweep, monkeypatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    from fastppo import advantages
+
+    real = advantages._fast
+    taken: list[bool] = []
+
+    class Spy:
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+            if name != sweep:
+                return fn
+
+            def spied(*args):
+                res = fn(*args)
+                taken.append(res is not None)
+                return res
+
+            return spied
+
+    monkeypatch.setattr(advantages, "_fast", Spy())
+    rng = np.random.default_rng(5)
+    arrays = _case(rng, 9, 4, np.float32)
+    r, v, fv, te, tr, lv, blp, tlp, valid = arrays
+    t = torch.from_numpy
+    calls = {
+        "gae": lambda f: fastppo.gae(f(r), f(v), f(lv), f(te), f(tr), valid=f(valid)),
+        "vtrace": lambda f: fastppo.vtrace(f(blp), f(tlp), f(r), f(v), f(lv), f(te)),
+        "discounted_returns": lambda f: fastppo.discounted_returns(
+            f(r), f(lv), f(te), f(tr), final_values=f(fv)
+        ),
+    }
+    got = calls[sweep](t)
+    assert taken == [False, True]  # declined as tensors, taken as their numpy views
+    want = calls[sweep](lambda a: a)
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
+        np.testing.assert_array_equal(g, w)

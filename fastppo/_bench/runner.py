@@ -39,6 +39,7 @@ SUITES: tuple[str, ...] = (
     "fastppo._bench.suites.stats",
     "fastppo._bench.suites.sampling",
     "fastppo._bench.suites.compat",
+    "fastppo._bench.suites.forms",
 )
 
 SCHEMA_VERSION = 1
