@@ -53,3 +53,12 @@ def test_cuda_like_tensor_is_refused():
         TypeError, match="f: x must be a CPU tensor or array, got a tensor on device"
     ):
         C.as_array("f", "x", FakeTensor())
+
+
+def test_a_torch_tensor_off_the_cpu_is_refused():
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(3, 2, device="meta")  # is_cpu is False, as on a GPU
+    with pytest.raises(
+        TypeError, match="f: x must be a CPU tensor or array, got a tensor on device 'meta'"
+    ):
+        C.as_array("f", "x", t)
