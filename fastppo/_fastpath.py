@@ -35,10 +35,11 @@ fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID)
 
 
 def fast_on_views(
-    fast: Any, fn: str, names: tuple[str, ...], arrays: tuple[Any, ...], rest: tuple[Any, ...]
+    entry: Any, fn: str, names: tuple[str, ...], arrays: tuple[Any, ...], rest: tuple[Any, ...]
 ) -> Any:
-    """``fast(*arrays, *rest)`` with the torch CPU tensors among ``arrays`` replaced
-    by their numpy views (no copy), or None if there are none or it declines.
+    """``entry(*arrays, *rest)`` (a fast-path function) with the torch CPU tensors
+    among ``arrays`` replaced by their numpy views (no copy), or None if there
+    are none or it declines.
 
     The fast path recognises ndarrays only; the general path would make these
     same views, so a call with tensors gets a second chance at the fast path
@@ -47,7 +48,7 @@ def fast_on_views(
     if not any(x is not None and type(x).__module__.startswith("torch") for x in arrays):
         return None
     views = tuple(x if x is None else C.as_array(fn, n, x) for n, x in zip(names, arrays))
-    return fast(*views, *rest)
+    return entry(*views, *rest)
 
 
 __all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast", "fast_on_views"]
