@@ -259,6 +259,9 @@ CHECKPOINT_NPZ = "checkpoint.npz"
 #: Everything else: ``format`` and ``version`` (what the pair holds), the
 #: npz's ``npz_sha256``, and the sections the writer defines.
 CHECKPOINT_JSON = "checkpoint.json"
+#: What rebuilding state from a parsed file may raise on inconsistent content;
+#: a loader turns each into its one ValueError naming the file.
+RESTORE_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def split_state(prefix: str, state: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> dict:

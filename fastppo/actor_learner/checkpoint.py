@@ -33,6 +33,7 @@ from fastppo._checks import fail
 from fastppo._files import (
     CHECKPOINT_JSON,
     CHECKPOINT_NPZ,
+    RESTORE_ERRORS,
     bad,
     member,
     parse_json,
@@ -51,7 +52,6 @@ VERSION = 2
 LEGACY_FILE = "learner.npz"
 LEGACY_FORMAT = "fastppo.actor_learner"
 _FN = "checkpoint.load"
-_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def save(learner: Learner, directory: str) -> str:
@@ -139,7 +139,7 @@ def maybe_resume(learner: Learner, directory: str | None) -> list[int]:
             bad(_FN, f"{path} array {k!r}", f"shape {params.shape} (this policy)", arrays[k].shape)
     try:
         return _restore(path, learner, arrays, meta)
-    except _ERRORS as e:
+    except RESTORE_ERRORS as e:
         msg = str(e)
         if path in msg:
             raise  # already names the loader and the file

@@ -30,6 +30,7 @@ from fastppo._checks import fail
 from fastppo._files import (
     CHECKPOINT_JSON,
     CHECKPOINT_NPZ,
+    RESTORE_ERRORS,
     bad,
     join_state,
     member,
@@ -42,7 +43,6 @@ from fastppo._files import (
 FORMAT = "fastppo-ppo-checkpoint"
 VERSION = 1
 _FN = "PPOTrainer.load"
-_RESTORE_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def save_trainer(trainer: Any, path: str) -> None:
@@ -127,7 +127,7 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
         trainer = cls._restore(env, config, policy, optimizer, env_kwargs, obs_rms, ret_norm)
         trainer.restore_state_json(section(_FN, path, meta, "trainer"))
         trainer.checkpoint_env_id = meta.get("env_id")
-    except _RESTORE_ERRORS as e:
+    except RESTORE_ERRORS as e:
         msg = str(e)
         if meta_path in msg or npz_path in msg:
             raise  # already names the loader and the file
