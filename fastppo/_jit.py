@@ -168,6 +168,9 @@ def signatures(decl: str | tuple[str, ...], variants: tuple[dict[str, Any], ...]
 
 #: Every declared dispatcher, for ``warmup`` and the variant-budget test.
 REGISTRY: list[Any] = []
+#: Every :func:`subroutine`: typed per the declared kernels that call it, so
+#: its variants follow theirs (the variant-budget test counts them too).
+SUBROUTINES: list[Any] = []
 
 
 def _declare(disp: Any, sigs: list[Any]) -> Any:
@@ -264,8 +267,30 @@ def kernel(
 
 
 def inline(fn: F) -> F:
-    """Compile a small helper that kernels call; LLVM inlines it."""
+    """Compile a small scalar helper that kernels call in their hot loops.
+
+    Numba inlines it into the caller's IR (``inline="always"``), so a loop
+    that calls it still vectorises. The price is compile time: every call
+    site copies and re-types the helper's body. So only helpers of a few
+    lines (a decode, a Philox round, Box-Muller) or whose ``prange`` must
+    join the caller's parallel loop are inlined; a helper that holds loops
+    of its own is a :func:`subroutine`.
+    """
     return cast(F, _stamp(numba.njit(nogil=True, cache=True, inline="always")(fn)))
+
+
+def subroutine(fn: F) -> F:
+    """Compile a helper that holds loops of its own (one per chunk or row).
+
+    It is typed and optimised once per argument types and called: its loops
+    vectorise in its own body, and the call (a few ns, once per chunk) is
+    nothing beside them. Inlining such helpers into each caller's IR doubled
+    the compile time of the samplers (``docs/design.md``, compile budget).
+    A ``prange`` inside a subroutine is a plain ``range``.
+    """
+    disp = _stamp(numba.njit(nogil=True, cache=True)(fn))
+    SUBROUTINES.append(disp)
+    return cast(F, disp)
 
 
 def kernel_pair(

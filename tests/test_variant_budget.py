@@ -58,13 +58,14 @@ def _every_form_of_call() -> None:
 
 
 def test_every_kernel_is_declared() -> None:
-    """Each compiled function of the kernel modules is declared, or IR-inlined."""
+    """Each compiled function of the kernel modules is declared, IR-inlined or a subroutine."""
     for name in _MODULES:
         mod = importlib.import_module(name)
         for attr, v in vars(mod).items():
             if isinstance(v, CPUDispatcher) and v.py_func.__module__ == name:
                 inlined = v.targetoptions.get("inline") == "always"
-                assert inlined or v in _jit.REGISTRY, f"{name}.{attr} has no declared signatures"
+                known = v in _jit.REGISTRY or v in _jit.SUBROUTINES
+                assert inlined or known, f"{name}.{attr} has no declared signatures"
 
 
 def test_after_warmup_and_calls_in_every_form_each_kernel_holds_its_declared_signatures():
@@ -76,6 +77,11 @@ def test_after_warmup_and_calls_in_every_form_each_kernel_holds_its_declared_sig
     # one variant per float dtype (the single-dimension samplers add the uint16
     # bits of float16/bfloat16)
     assert max(len(d.declared) for d in _jit.REGISTRY) <= 3
+    # a subroutine is typed by its declared callers only (none when they load
+    # from the cache): no more variants than they have
+    assert _jit.SUBROUTINES
+    for sub in _jit.SUBROUTINES:
+        assert len(sub.signatures) <= 3, (sub.py_func.__qualname__, sub.signatures)
 
 
 def test_an_undeclared_type_is_refused_not_compiled() -> None:

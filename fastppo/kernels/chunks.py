@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastppo._jit import inline
+from fastppo._jit import inline, subroutine
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import env_block, uniform53
 
@@ -54,7 +54,7 @@ _f32 = np.float32
 _INF32 = _f32(np.inf)
 
 
-@inline
+@subroutine
 def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
     """``r[:n] = float64(x[i, col0:col0+n])``, decoding float16/bfloat16 bits.
 
@@ -73,7 +73,7 @@ def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
             r[j] = x[i, col0 + j]
 
 
-@inline
+@subroutine
 def first_bad(bad):  # pragma: no cover - compiled
     for c in range(bad.shape[0]):
         if bad[c] >= 0:
@@ -81,7 +81,7 @@ def first_bad(bad):  # pragma: no cover - compiled
     return -1
 
 
-@inline
+@subroutine
 def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # pragma: no cover
     """``u[k * CHUNK + i]`` = uniform ``k`` of env ``env0 + i``, for ``i < rows``, ``k < n_uni``.
 

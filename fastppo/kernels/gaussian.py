@@ -20,7 +20,7 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import STORAGE, inline, kernel, kernel_pair
+from fastppo._jit import STORAGE, kernel, kernel_pair, subroutine
 from fastppo.kernels.chunks import (
     CHUNK,
     KIND_BF16,
@@ -42,7 +42,7 @@ HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 LOG_STD_LIMIT = 700.0
 
 
-@inline
+@subroutine
 def _cols_below(x, col, a_dim, kind, i0, i1, bound):  # pragma: no cover - compiled
     """True if every ``|x[i0:i1, col:col+a_dim]| < bound`` (so no NaN, and no inf).
 
@@ -177,7 +177,7 @@ def gaussian(
     return -1
 
 
-@inline
+@subroutine
 def chunk_normals(
     seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_pair, ia, ib, zc, zs
 ):  # pragma: no cover - compiled

@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline
+from fastppo._jit import subroutine
 
 
-@inline
+@subroutine
 def lse_entropy(z, mask, has_mask):  # pragma: no cover - compiled
     """``(m, log s, H)`` of the 1-D logits ``z`` over ``mask[j] != 0`` (all: not ``has_mask``)."""
     m = -np.inf
