@@ -45,6 +45,7 @@ lg = rng.standard_normal((4096, 18)).astype(np.float32)
 mk = rng.random((4096, 18)) < 0.8; mk[:, 0] = True
 mu = rng.standard_normal((4096, 6)).astype(np.float32)
 ls = (0.1 * rng.standard_normal(6)).astype(np.float32)
+lsn = (0.1 * rng.standard_normal((4096, 6))).astype(np.float32)
 r11 = np.ones((1, 1), np.float32); te11 = np.zeros((1, 1), bool)
 ob17 = rng.standard_normal((16, 17)).astype(np.float32)
 big17 = rng.standard_normal((65536, 17)).astype(np.float32)
@@ -69,6 +70,8 @@ print(json.dumps({
         lambda: fastppo.sample_categorical(lg, mk, seed=1, counter=2), 50),
     "sample_categorical N=1": med(lambda: fastppo.sample_categorical(lg[:1], seed=1, counter=2), 2000),
     "sample_gaussian [4096x6]": med(lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2), 50),
+    "sample_gaussian [4096x6] log_std [N, A]": med(
+        lambda: fastppo.sample_gaussian(mu, lsn, seed=1, counter=2), 50),
     "sample_gaussian [4096x6] squash": med(
         lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2, squash=True), 50),
     "categorical_logp_entropy [4096x18]": med(

@@ -45,7 +45,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 # that assume no NaN/inf are never used, since -inf logits mean "masked".
 FASTMATH_SAFE = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 
-_BASE: dict[str, Any] = {"nogil": True, "cache": True}  # njit implies nopython
+# njit implies nopython. error_model="numpy": a float division by zero gives
+# inf/NaN as IEEE says instead of a Python ZeroDivisionError, whose check is a
+# branch per division that keeps LLVM from vectorising any loop that divides
+# (the samplers' exp/log/tanh and their densities). Inputs are validated
+# before a kernel runs, so no kernel divides by zero on purpose.
+_BASE: dict[str, Any] = {"nogil": True, "cache": True, "error_model": "numpy"}
 
 
 _PKG = Path(__file__).resolve().parent
@@ -276,7 +281,7 @@ def inline(fn: F) -> F:
     join the caller's parallel loop are inlined; a helper that holds loops
     of its own is a :func:`subroutine`.
     """
-    return cast(F, _stamp(numba.njit(nogil=True, cache=True, inline="always")(fn)))
+    return cast(F, _stamp(numba.njit(inline="always", **_BASE)(fn)))
 
 
 def subroutine(fn: F) -> F:
@@ -288,7 +293,7 @@ def subroutine(fn: F) -> F:
     the compile time of the samplers (``docs/design.md``, compile budget).
     A ``prange`` inside a subroutine is a plain ``range``.
     """
-    disp = _stamp(numba.njit(nogil=True, cache=True)(fn))
+    disp = _stamp(numba.njit(**_BASE)(fn))
     SUBROUTINES.append(disp)
     return cast(F, disp)
 

@@ -681,3 +681,40 @@ def test_log_std_outside_the_limit_is_refused_not_divided_by_zero(squash) -> Non
             fastppo.gaussian_logp_entropy(mean, ls, mean, squash=squash)
     # just inside the limit samples normally
     fastppo.sample_gaussian(mean, np.array([0.0, -699.0], np.float32), seed=0, counter=0)
+
+
+def test_squashed_entropy_estimates_the_squashed_policy_entropy() -> None:
+    """``H(u) + sum log(1 - a^2)`` at sampled actions and ``-logp`` are both unbiased
+    estimates of the squashed entropy ``H(a)``; the pre-squash ``H(u)`` is larger."""
+    n = 200_000
+    mean = np.tile(np.array([[0.3, -1.5, 2.0]], np.float64), (n, 1))
+    ls = np.array([-0.5, 0.2, 0.0])
+    act, slogp = S.sample_gaussian(mean, ls, seed=4, counter=9, squash=True)
+    logp, h_sq = S.gaussian_logp_entropy(mean, ls, act, squash=True, squashed_entropy=True)
+    _, h_u = S.gaussian_logp_entropy(mean, ls, act, squash=True)
+    assert np.all(h_sq <= h_u)
+    se = np.std(h_sq) / np.sqrt(n) + np.std(logp) / np.sqrt(n)
+    assert abs(h_sq.mean() - (-logp).mean()) < 4 * se
+    rl, re_ = R.gaussian_logp_entropy(mean, ls, act, squash=True, squashed_entropy=True)
+    np.testing.assert_allclose(h_sq, re_, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="gaussian_logp_entropy: squashed_entropy must be False"):
+        S.gaussian_logp_entropy(mean, ls, act, squashed_entropy=True)
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_gaussian_log_std_forms_give_the_same_bits(squash: bool) -> None:
+    """[A], a broadcast [N, A] view (taken as [A], no copy) and a per-env [N, A]
+    copy run different loops with the same exp64 and densities: the same bits."""
+    g = np.random.default_rng(12)
+    mean = g.standard_normal((300, 5)).astype(np.float32)
+    ls = (0.3 * g.standard_normal(5)).astype(np.float32)
+    want = S.sample_gaussian(mean, ls, seed=5, counter=6, squash=squash)
+    view = np.broadcast_to(ls, mean.shape)
+    for form in (view, np.ascontiguousarray(view)):
+        got = S.sample_gaussian(mean, form, seed=5, counter=6, squash=squash)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        lp, ent = S.gaussian_logp_entropy(mean, form, want[0], squash=squash)
+        lp0, ent0 = S.gaussian_logp_entropy(mean, ls, want[0], squash=squash)
+        np.testing.assert_array_equal(lp, lp0)
+        np.testing.assert_array_equal(ent, ent0)

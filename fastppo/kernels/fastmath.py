@@ -36,6 +36,8 @@ would make an element's rounding depend on its position.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fastppo._jit import inline
@@ -98,3 +100,114 @@ def expf32_nonpos(x):  # pragma: no cover - compiled
     """:func:`expf32` for ``x <= 0`` (softmax weights ``l - max``): the same
     results, without the upper-range clamp and select (about 20% of the ops)."""
     return _expf32(x, False)
+
+
+# ---------------------------------------------------------------- float64
+# fdlibm's ``exp`` and ``log`` (Sun Microsystems, 1993: e_exp.c, e_log.c) and
+# Cephes' ``tanh`` (S. Moshier), written branch-free for the ranges the
+# Gaussian sampler needs, so the loops that call them vectorise. Each is a
+# sequence of float64 IEEE operations (callers compile them without
+# ``contract``), reproduced bit for bit by :mod:`fastppo.reference.fastmath`.
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 = HI + LO, HI exact in 32 bits
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+_SHIFT64 = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer
+_SHIFT64_BITS = np.int64(0x4338000000000000)
+_E1 = 1.66666666666666019037e-01
+_E2 = -2.77777777770155933842e-03
+_E3 = 6.61375632143793436117e-05
+_E4 = -1.65339022054652515390e-06
+_E5 = 4.13813679705723846039e-08
+_EXP64_LO = -708.0  # exp(-708) = 3.3e-308: the smallest power of two kept normal
+_EXP64_HI = 709.0  # exp(709) = 8.2e307: below the float64 overflow (709.78)
+_I1023 = np.int64(1023)
+_I52 = np.int64(52)
+
+
+@inline
+def exp64(x):  # pragma: no cover - compiled
+    """float64 ``exp(x)`` for ``-708 <= x <= 709`` (fdlibm ``e_exp.c``), branch-free.
+
+    ``x = k ln2 + r`` (Cody-Waite, ``|r| <= ln2 / 2``), ``c = r - r^2 P(r^2)``,
+    ``exp(r) = 1 - ((lo - r c / (2 - c)) - hi)``, times ``2**k`` from exponent
+    bits. Within 1 ulp (fdlibm's bound; ``tests/test_fastmath.py`` measures
+    it). ``x`` outside the range is clamped (the sampler's ``|log_std| < 700``).
+    """
+    xc = min(max(x, _EXP64_LO), _EXP64_HI)
+    kd = xc * _INV_LN2 + _SHIFT64
+    k = kd - _SHIFT64
+    hi = xc - k * _LN2_HI
+    lo = k * _LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (_E1 + t * (_E2 + t * (_E3 + t * (_E4 + t * _E5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    ki = np.float64(kd).view(np.int64) - _SHIFT64_BITS
+    return y * np.int64((ki + _I1023) << _I52).view(np.float64)
+
+
+_L1 = 6.666666666666735130e-01
+_L2 = 3.999999999940941908e-01
+_L3 = 2.857142874366239149e-01
+_L4 = 2.222219843214978396e-01
+_L5 = 1.818357216161805012e-01
+_L6 = 1.531383769920937332e-01
+_L7 = 1.479819860511658591e-01
+_MANT64 = np.int64(0x000FFFFFFFFFFFFF)
+_ONE64_BITS = np.int64(0x3FF0000000000000)
+_TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: OR-ing a small integer in adds it
+_SQRT2 = 1.41421356237309504880
+
+
+@inline
+def log64(x):  # pragma: no cover - compiled
+    """float64 natural log of a normal ``x > 0`` (fdlibm ``e_log.c``), branch-free.
+
+    ``x = 2**k (1 + f)`` with ``1 + f`` in ``[sqrt(2)/2, sqrt(2))`` from the
+    bits (``f`` exact), ``s = f / (2 + f)``, ``log(1 + f) = f - (f^2/2 - s
+    (f^2/2 + R(s^2)))``, plus ``k ln2`` in two parts. Within 1 ulp.
+    """
+    b = np.float64(x).view(np.int64)
+    # the biased exponent as a float64 without an int64 -> float64 convert
+    # (AVX2 has none): 2**52 + e from the bits, minus 2**52
+    e = np.int64(_TWO52_BITS | (b >> _I52)).view(np.float64) - 4503599627370496.0
+    m = np.int64((b & _MANT64) | _ONE64_BITS).view(np.float64)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    k = e - 1023.0 + (1.0 if big else 0.0)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_L2 + w * (_L4 + w * _L6))
+    t2 = z * (_L1 + w * (_L3 + w * (_L5 + w * _L7)))
+    hfsq = 0.5 * f * f
+    return k * _LN2_HI - ((hfsq - (s * (hfsq + (t1 + t2)) + k * _LN2_LO)) - f)
+
+
+_TP0 = -9.64399179425052238628e-01
+_TP1 = -9.92877231001918586564e01
+_TP2 = -1.61468768441708447952e03
+_TQ0 = 1.12811678491632931402e02
+_TQ1 = 2.23548839060100448583e03
+_TQ2 = 4.84406305325125486048e03
+_TANH_SMALL = 0.625
+_TANH_BIG = 20.0  # tanh(20) = 1 - 8.5e-18 rounds to 1 in float64
+
+
+@inline
+def tanh64(u):  # pragma: no cover - compiled
+    """float64 ``tanh(u)`` for finite or infinite ``u``, branch-free (Cephes ``tanh``).
+
+    ``|u| < 0.625``: ``u + u^3 P(u^2) / Q(u^2)``; otherwise ``(1 - t) / (1 +
+    t)`` with ``t = exp64(-2 min(|u|, 20))``, the sign copied from ``u``. Both
+    are evaluated and one selected (a vector blend). Within 2 ulp.
+    """
+    au = abs(u)
+    z = au * au
+    p = (_TP0 * z + _TP1) * z + _TP2
+    q = ((z + _TQ0) * z + _TQ1) * z + _TQ2
+    small = au + au * z * (p / q)
+    t = exp64(-2.0 * min(au, _TANH_BIG))
+    big = (1.0 - t) / (1.0 + t)
+    return math.copysign(small if au < _TANH_SMALL else big, u)

@@ -60,15 +60,18 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
 categorical_logp_entropy_serial, categorical_logp_entropy_parallel = categorical_logp_entropy
 
 
-@kernel_pair("void(F_2, F_2, b1, F_2, b1, F_1w, F_1w)")
-def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  # pragma: no cover
-    """Diagonal-Gaussian log-prob of stored actions and (pre-squash) entropy.
+@kernel_pair("void(F_2, F_2, b1, F_2, b1, b1, F_1w, F_1w)")
+def gaussian_logp_entropy(
+    mean, log_std, shared_std, act, squash, squashed_entropy, logp, ent
+):  # pragma: no cover - compiled
+    """Diagonal-Gaussian log-prob of stored actions and entropy.
 
     ``logp = sum_j (-((a_j - mu_j) / sigma_j)^2 / 2 - log_std_j - log(2 pi)/2)``;
     with ``squash``, ``u = atanh(a)`` replaces ``a`` and ``log(1 - tanh(u)^2)``
     is subtracted per dimension (one clip limit and log-det: ``kernels.squash``).
-    ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``. Inputs are
-    validated by the caller.
+    ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``, plus ``sum_j log(1 -
+    tanh(u_j)^2)`` with ``squashed_entropy`` (and ``squash``): the one-sample
+    estimate of the squashed policy's entropy. Inputs are validated by the caller.
     """
     n = mean.shape[0]
     a_dim = mean.shape[1]
@@ -88,6 +91,8 @@ def gaussian_logp_entropy(mean, log_std, shared_std, act, squash, logp, ent):  #
             lp = -0.5 * z * z - ls - HALF_LOG_2PI - ld
             total += lp
             h += ls + 0.5 + HALF_LOG_2PI
+            if squashed_entropy:
+                h += ld
         logp[i] = total
         ent[i] = h
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from fastppo.reference.fastmath import expf32
+from fastppo.reference.fastmath import exp64, expf32, tanh64
 from fastppo.reference.rng import env_normals, env_uniforms, log32
 
 _f32 = np.float32
@@ -103,7 +103,10 @@ def sample_gaussian(
     squash: bool = False,
     deterministic: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), float32 Box-Muller ``z``."""
+    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), float32 Box-Muller ``z``.
+
+    ``exp`` and ``tanh`` are the kernels' ``exp64`` / ``tanh64`` twins (1-2 ulp of libm).
+    """
     n, a_dim = mean.shape
     ls2 = np.broadcast_to(log_std, mean.shape)
     z = np.zeros((n, a_dim)) if deterministic else env_normals(seed, counter, n, a_dim, env_offset)
@@ -115,9 +118,9 @@ def sample_gaussian(
             mu = float(mean[i, j])
             ls = float(ls2[i, j])
             zz = float(z[i, j])
-            u = mu + math.exp(ls) * zz
+            u = mu + float(exp64(ls)) * zz
             lp = -0.5 * zz * zz - ls - HALF_LOG_2PI
-            act[i, j] = math.tanh(u) if squash else u
+            act[i, j] = float(tanh64(u)) if squash else u
             total += lp
         logp[i] = total
     if squash:
@@ -151,9 +154,14 @@ def categorical_logp_entropy(
 
 
 def gaussian_logp_entropy(
-    mean: np.ndarray, log_std: np.ndarray, actions: np.ndarray, squash: bool = False
+    mean: np.ndarray,
+    log_std: np.ndarray,
+    actions: np.ndarray,
+    squash: bool = False,
+    squashed_entropy: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Diagonal-Gaussian log-density (of ``atanh(a)`` plus the tanh log-det when squashed)."""
+    """Diagonal-Gaussian log-density (of ``atanh(a)`` plus the tanh log-det when squashed);
+    the entropy before squashing, or with ``squashed_entropy`` plus the log-det at ``a``."""
     mean = mean.astype(np.float64)
     ls = np.broadcast_to(np.asarray(log_std, dtype=np.float64), mean.shape)
     a = actions.astype(np.float64)
@@ -165,5 +173,5 @@ def gaussian_logp_entropy(
         a = np.arctanh(a)
     z = (a - mean) / np.exp(ls)
     lp = -0.5 * z * z - ls - HALF_LOG_2PI - log_det
-    ent = ls + 0.5 + HALF_LOG_2PI
+    ent = ls + 0.5 + HALF_LOG_2PI + (log_det if squashed_entropy else 0.0)
     return lp.sum(axis=1), ent.sum(axis=1)

@@ -107,8 +107,9 @@ def _logits2d(fn: str, name: str, x: Any) -> np.ndarray:
 def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(mean [N, A], log_std [1 or N, A])``: C-contiguous, one float dtype.
 
-    ``log_std`` is state-independent ``[A]`` (returned as ``[1, A]``) or per-env
-    ``[N, A]``, and must have ``mean``'s dtype.
+    ``log_std`` is state-independent ``[A]`` (returned as ``[1, A]``, as is an
+    ``[N, A]`` view broadcast over envs) or per-env ``[N, A]``, and must have
+    ``mean``'s dtype.
     """
     mu = _logits2d(fn, "mean", mean)
     a_dim = mu.shape[1]
@@ -125,7 +126,10 @@ def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.nd
     if ls.shape == (a_dim,):
         ls2 = ls.reshape(1, a_dim)
     elif ls.shape == mu.shape:
-        ls2 = ls
+        # a broadcast view (stride 0 over envs: np.broadcast_to, torch's
+        # expand) is one row: take the state-independent path, not a copy.
+        # Both paths compute exp and the densities alike (the same bits).
+        ls2 = ls[:1] if ls.strides[0] == 0 else ls
     else:
         fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
     return mu, ls2 if ls2.flags.c_contiguous else np.ascontiguousarray(ls2)

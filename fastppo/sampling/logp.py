@@ -81,7 +81,7 @@ def categorical_logp_entropy(
 
 
 def gaussian_logp_entropy(
-    mean: Any, log_std: Any, actions: Any, squash: bool = False
+    mean: Any, log_std: Any, actions: Any, squash: bool = False, squashed_entropy: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Log-density of stored actions and entropy of the diagonal Gaussian.
 
@@ -94,17 +94,23 @@ def gaussian_logp_entropy(
         to ``+-(1 - 2**-24)`` (float32 ``tanh`` saturates at 1 for ``|u| > 9``,
         so the exact pre-image is lost there).
     squash : bool, default False
+    squashed_entropy : bool, default False
+        With ``squash``: return the estimate of the squashed policy's entropy
+        instead of the pre-squash one (see ``entropy``). Needs ``squash``.
 
     Returns
     -------
     logp : [N], the mean's dtype
         As :func:`sample_gaussian` computes it.
     entropy : [N], the mean's dtype
-        ``sum_j (log_std_j + (1 + log 2 pi) / 2)``: the entropy of the
-        Gaussian before squashing. The squashed entropy has no closed form;
-        like Stable-Baselines3's SAC/PPO (which return None and fall back to
-        ``-logp``) we do not estimate it, and this pre-squash value is the
-        usual bonus term.
+        By default ``H(u) = sum_j (log_std_j + (1 + log 2 pi) / 2)``: the
+        entropy of the Gaussian *before* squashing, also when ``squash`` is
+        set. This is what the trainer's entropy bonus uses (``fastppo.nn``'s
+        squashed head reports the same), as Stable-Baselines3 and CleanRL do.
+        The squashed policy's entropy ``H(a) = H(u) + E[log(1 - tanh(u)^2)]``
+        has no closed form; with ``squashed_entropy=True`` the expectation is
+        estimated at the given action: ``H(u) + sum_j log(1 - a_j^2)``
+        (unbiased when ``actions`` are drawn from the policy; always <= H(u)).
     """
     fn = "gaussian_logp_entropy"
     mu, ls2 = gaussian_params(fn, mean, log_std)
@@ -122,6 +128,9 @@ def gaussian_logp_entropy(
     if act.shape != mu.shape:
         fail(fn, "actions", f"shape {mu.shape}", f"shape {act.shape}")
     sq = _flag(fn, "squash", squash)
+    sq_ent = _flag(fn, "squashed_entropy", squashed_entropy)
+    if sq_ent and not sq:
+        fail(fn, "squashed_entropy", "False unless squash=True", "True with squash=False")
     for name, arr in (("mean", mu), ("log_std", ls2), ("actions", act)):
         bound = LOG_STD_LIMIT if name == "log_std" else np.inf
         fin = np.abs(arr) < bound
@@ -151,5 +160,5 @@ def gaussian_logp_entropy(
         if n * a_dim >= _dispatch.PARALLEL_MIN_LOGITS
         else _k.gaussian_logp_entropy_serial
     )
-    kern(mu, np.ascontiguousarray(ls2), ls2.shape[0] == 1 and n != 1, act, sq, logp, ent)
+    kern(mu, np.ascontiguousarray(ls2), ls2.shape[0] == 1 and n != 1, act, sq, sq_ent, logp, ent)
     return logp, ent
