@@ -20,7 +20,7 @@ The value bootstrapped at step ``t``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -91,6 +91,7 @@ class _Sweep:
         final_values: ArrayLike,
         valid: ArrayLike,
         values: ArrayLike = None,
+        batch_major_ok: bool = False,
     ) -> None:
         # the caller's arrays as given: an out= buffer must not overlap them
         # even where validation read a copy (the caller's input would change)
@@ -109,29 +110,30 @@ class _Sweep:
         self.dt = dt = r.dtype
         self.one_d = r.ndim == 1
         self.shape = r.shape
-        self.r = _as_2d(r)
+        # Fortran-ordered [T, N] (batch-major [N, T] data, transposed) is kept
+        # as it is where the sweep has a batch-major kernel: see batch_major()
+        as2d = _as_2d_f if batch_major_ok else _as_2d_c
+        self.r = as2d(r)
         T, N = self.r.shape
         if T == 0 or N == 0:
             C.fail(fn, "rewards", "non-empty", f"shape {r.shape}")
         self.last = _last_values(fn, last_values, self.one_d, N, dt)
-        self.term = _as_2d(C.flag_array(fn, "terminated", terminated, r.shape))
+        self.term = as2d(C.flag_array(fn, "terminated", terminated, r.shape))
         self.has_trunc = truncated is not None
         # An absent optional input gets a full-shape stand-in (never consulted:
         # its options bit is clear), so the kernels load without branching.
         self.trunc = (
-            _as_2d(C.flag_array(fn, "truncated", truncated, r.shape))
-            if self.has_trunc
-            else self.term
+            as2d(C.flag_array(fn, "truncated", truncated, r.shape)) if self.has_trunc else self.term
         )
         self.has_valid = valid is not None
         self.valid = (
-            _as_2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else self.term
+            as2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else self.term
         )
         self.has_final = final_values is not None
         if self.has_final:
             fv = C.float_array(fn, "final_values", final_values, dtype=dt)
             C.check_shape(fn, "final_values", fv, r.shape)
-            self.fv = _as_2d(fv)
+            self.fv = as2d(fv)
         else:
             self.fv = self.r  # stand-in; the sweeps read values/last_values instead
 
@@ -163,6 +165,26 @@ class _Sweep:
             "(next-step autoreset: fastppo.next_step_valid(terminated, truncated)); "
             "without one the bootstrap is ambiguous",
         )
+
+    def batch_major(self, others: list[np.ndarray]) -> tuple[bool, list[np.ndarray]]:
+        """Whether the batch-major kernel reads the inputs as they are: every 2-D
+        input Fortran-ordered (``[N, T]`` C-contiguous rollouts passed as their
+        transposes). Otherwise every input is made C-contiguous (time-major)."""
+        arrays = (self.r, self.term, self.trunc, self.valid, self.fv, *others)
+        if all(a.flags.c_contiguous for a in arrays):  # the usual time-major call
+            return False, others
+        T, N = self.r.shape
+        if T > 1 and N > 1 and all(a.flags.f_contiguous for a in arrays):
+            return True, others
+        made: dict[int, np.ndarray] = {}  # a stand-in shares its array's copy
+
+        def c(a: np.ndarray) -> np.ndarray:
+            return made.setdefault(id(a), _as_2d_c(a))
+
+        self.r, self.term, self.trunc, self.valid, self.fv = (
+            c(a) for a in (self.r, self.term, self.trunc, self.valid, self.fv)
+        )
+        return False, [c(a) for a in others]
 
     @property
     def options(self) -> int:
@@ -211,10 +233,17 @@ class _Sweep:
         per = -(-per // _BLOCK_ALIGN) * _BLOCK_ALIGN
         return True, per
 
-    def outputs(self, fn: str, out: Any, names: tuple[str, ...], inputs: dict[str, Any]):
+    def outputs(
+        self,
+        fn: str,
+        out: Any,
+        names: tuple[str, ...],
+        inputs: dict[str, Any],
+        order: Literal["C", "F"] = "C",
+    ):
         shape, dt = self.shape, self.dt
         if out is None:
-            return tuple(np.empty(shape, dt) for _ in names)
+            return tuple(np.empty(shape, dt, order=order) for _ in names)
         if len(names) == 1:
             o = C.check_out(fn, "out", out, shape, dt)
             outs: tuple[np.ndarray, ...] = (o,)
@@ -238,11 +267,18 @@ class _Sweep:
         return outs
 
 
-def _as_2d(a: np.ndarray) -> np.ndarray:
+def _as_2d_c(a: np.ndarray) -> np.ndarray:
     """[T] -> [T, 1] view; C-contiguous (copying only when it must)."""
     if a.ndim == 1:
         a = a.reshape(a.shape[0], 1)
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _as_2d_f(a: np.ndarray) -> np.ndarray:
+    """:func:`_as_2d_c`, but a Fortran-ordered [T, N] is kept as it is."""
+    if a.ndim == 1:
+        a = a.reshape(a.shape[0], 1)
+    return a if a.flags.c_contiguous or a.flags.f_contiguous else np.ascontiguousarray(a)
 
 
 def _last_values(fn: str, x: ArrayLike, one_d: bool, n: int, dt: np.dtype) -> np.ndarray:
@@ -296,6 +332,14 @@ def gae(
     advantages, returns : arrays of ``rewards``' dtype and shape;
         ``returns = advantages + values``.
 
+    Batch-major rollouts (``[N, T]`` C-contiguous, as torchrl and tianshou
+    store them) are passed as their transposes, ``gae(r.T, v.T, last_v,
+    term.T, ...)``: when every 2-D input is Fortran-ordered, a batch-major
+    sweep reads them in place (no copy, within 10% of the time-major call,
+    the same bits), and fresh outputs are Fortran-ordered ``[T, N]``, so
+    ``adv.T`` is the ``[N, T]`` C-contiguous result. Mixed layouts are copied
+    to time-major first.
+
     Notes
     -----
     ``delta_t = r_t + gamma * nv_t - V_t`` and
@@ -338,34 +382,32 @@ def _gae_general(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gae` for any input: full validation, serial or parallel kernel."""
     fn = "gae"
-    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
+    s = _Sweep(
+        fn, rewards, last_values, terminated, truncated, final_values, valid, values,
+        batch_major_ok=True,
+    )  # fmt: skip
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
     g, lam = _gamma_lambda(fn, gamma, gae_lambda, "gae_lambda")
     s.check_bootstrap(fn)
-    v2 = _as_2d(v)
+    bm, (v2,) = s.batch_major([_as_2d_f(v)])
     s.given["values"] = values
     adv, ret = s.outputs(
-        fn, out, ("advantages", "returns"), {"rewards": s.r, "values": v2, "last_values": s.last}
+        fn,
+        out,
+        ("advantages", "returns"),
+        {"rewards": s.r, "values": v2, "last_values": s.last},
+        order="F" if bm else "C",
     )
     par, block = s.block(memory_bound=True)
-    kern = _kg.gae_kernel[1] if par else _kg.gae_kernel[0]
-    k_adv, k_ret = _as_2d_out(adv), _as_2d_out(ret)
-    code = kern(
-        s.r,
-        v2,
-        s.last,
-        s.term,
-        s.trunc,
-        s.fv,
-        s.valid,
-        s.options,
-        g,
-        g * lam,
-        block,
-        k_adv,
-        k_ret,
-    )
+    k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
+    kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
+    arrays: tuple[np.ndarray, ...] = (s.r, v2, s.term, s.trunc, s.fv, s.valid, k_adv, k_ret)
+    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
+        arrays = tuple(a.T for a in arrays)
+    r2, vv, te, tr, fv, ok, ka, kr = arrays
+    sweep = kern[1] if par else kern[0]
+    code = sweep(r2, vv, s.last, te, tr, fv, ok, s.options, g, g * lam, block, ka, kr)
     if code:
         s.raise_status(
             fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
@@ -443,14 +485,14 @@ def vtrace(
     s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
-    v2 = _as_2d(v)
+    v2 = _as_2d_c(v)
     # Log-probs must be finite (checked in the kernel): -inf would mean the
     # behaviour policy took an impossible action; NaN never is a probability.
     logps = {}
     for name, x in (("behavior_logp", behavior_logp), ("target_logp", target_logp)):
         a = C.float_array(fn, name, x)
         C.check_shape(fn, name, a, s.shape)
-        logps[name] = _as_2d(a)
+        logps[name] = _as_2d_c(a)
     # The kernels take log-probs of the sweep's dtype (one compiled variant per
     # float dtype). float32 ones are widened exactly for a float64 sweep; for a
     # float32 sweep with a float64 log-prob, the log-ratio is formed in float64
@@ -600,16 +642,19 @@ def next_step_valid(
     return valid
 
 
-def _as_2d_out(a: np.ndarray) -> np.ndarray:
-    """The 2-D C-contiguous buffer a kernel writes for output ``a``: a view of
-    ``a``, or (``a`` strided) scratch that :func:`_copy_back` copies into it
-    once the sweep succeeded -- the kernels have one compiled variant, for
-    C-contiguous outputs."""
-    if a.flags.c_contiguous:
-        return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
-    return np.empty((a.shape[0], a.shape[1] if a.ndim == 2 else 1), a.dtype)
+def _as_2d_out(a: np.ndarray, batch_major: bool = False) -> np.ndarray:
+    """The 2-D buffer a kernel writes for output ``a`` (C-contiguous, or
+    Fortran-ordered for the batch-major kernel): a view of ``a``, or scratch
+    that :func:`_copy_back` copies into it once the sweep succeeded -- the
+    kernels have one compiled variant, for contiguous outputs."""
+    if a.ndim == 1:
+        a = a.reshape(a.shape[0], 1) if a.flags.c_contiguous else a
+    if a.ndim == 2 and (a.flags.f_contiguous if batch_major else a.flags.c_contiguous):
+        return a
+    shape = (a.shape[0], a.shape[1] if a.ndim == 2 else 1)
+    return np.empty(shape, a.dtype, order="F" if batch_major else "C")
 
 
 def _copy_back(a: np.ndarray, k: np.ndarray) -> None:
-    if not a.flags.c_contiguous:
+    if k is not a and k.base is not a:  # scratch, not a view of the caller's buffer
         np.copyto(a, k.reshape(a.shape))

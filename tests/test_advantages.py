@@ -164,6 +164,56 @@ def test_against_reference(mode, dt, T, N, variant):
     np.testing.assert_allclose(g_ret, R.discounted_returns(r, lv, te, gamma=g, **kw), **TOL[dt])
 
 
+def _batch_major(a):
+    """[T, N] data as torchrl and tianshou hold it: [N, T] C-contiguous, passed transposed."""
+    return np.ascontiguousarray(a.T).T
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("T,N", [(2, 2), (37, 5), (33, 40), (200, 9)])
+@pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])
+def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
+    rng = np.random.default_rng(T * 7 + N)
+    r, v, lv, te, tr, fv = make(rng, T, N, dt)
+    r[0, 0] = -0.0  # a signed zero must survive as it does time-major
+    kw: dict = {}
+    if variant != "plain":
+        kw["truncated"] = tr
+    if "valid" in variant:
+        kw["valid"] = fastppo.next_step_valid(te, tr, prev_done=rng.random(N) < 0.3)
+    if "final" in variant:
+        kw["final_values"] = fv
+    want = fastppo.gae(r, v, lv, te, gamma=0.97, gae_lambda=0.9, **kw)
+    bm = {k: _batch_major(x) for k, x in kw.items()}
+    args = (_batch_major(r), _batch_major(v), lv, _batch_major(te))
+    got = fastppo.gae(*args, gamma=0.97, gae_lambda=0.9, **bm)
+    for g_, w in zip(got, want):
+        assert g_.shape == (T, N) and g_.flags.f_contiguous
+        assert np.ascontiguousarray(g_).tobytes() == w.tobytes()
+    # the caller's buffers: Fortran-ordered ones are written in place, others through scratch
+    for order in "FC":
+        out = (np.full((T, N), 7, dt, order=order), np.full((T, N), 7, dt, order=order))
+        res = fastppo.gae(*args, gamma=0.97, gae_lambda=0.9, **bm, out=out)
+        assert res[0] is out[0] and res[1] is out[1]
+        for g_, w in zip(res, want):
+            assert np.ascontiguousarray(g_).tobytes() == w.tobytes()
+    # mixed layouts run time-major, with the same bits
+    mixed = fastppo.gae(_batch_major(r), v, lv, te, gamma=0.97, gae_lambda=0.9, **kw)
+    assert mixed[0].tobytes() == want[0].tobytes()
+
+
+def test_gae_batch_major_refuses_non_finite_input_and_writes_nothing():
+    rng = np.random.default_rng(3)
+    r, v, lv, te, _, _ = make(rng, 40, 8)
+    rb = _batch_major(r)
+    rb[31, 5] = np.nan
+    out = (np.zeros((40, 8), order="F"), np.zeros((40, 8), order="F"))
+    msg = r"gae: rewards must be finite, got nan at index \(31, 5\)"
+    with pytest.raises(ValueError, match=msg):
+        fastppo.gae(rb, _batch_major(v), lv, _batch_major(te), out=out)
+    assert not out[0].any() and not out[1].any()
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 def test_serial_parallel_bit_identical(dt, force_parallel_sweeps):
     rng = np.random.default_rng(5)

@@ -4,13 +4,21 @@ Each chunk of ``CHUNK`` rows is read forwards (``adv = delta``, ``ret = delta
 + V``), then swept backwards while in L2, reading the carry ``A_{t+1}`` back
 from the output row just written. Layout, options and validation:
 :mod:`fastppo.kernels.sweep`.
+
+Batch-major rollouts (``[N, T]`` C-contiguous, as torchrl and tianshou store
+them; the public layer receives them as their ``[T, N]`` transposes) have
+their own sweep, :func:`gae_batch_major_kernel`: per env the deltas are one
+forward pass along its contiguous row, and the backward recurrence runs a
+group of envs side by side (independent dependency chains). Same arithmetic
+in the same order per element, so the same bits as the time-major sweep.
 """
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 
-from fastppo._jit import kernel, kernel_pair
+from fastppo._jit import inline, kernel, kernel_pair, subroutine
 from fastppo.kernels.sweep import (
     CHUNK,
     HAS_FINAL,
@@ -18,6 +26,15 @@ from fastppo.kernels.sweep import (
     OK,
     validate,
 )
+
+
+@inline
+def _delta(r, nv, v, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # pragma: no cover
+    """``delta = r + gamma * boot - V`` with the bootstrap rules (0 on an invalid row)."""
+    f = fv if has_final else nv
+    boot = zero if te != 0 else (f if tr != 0 else nv)
+    d = r + gamma * boot - v
+    return d if (ok != 0) | (not has_valid) else zero
 
 
 @kernel("void(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, F, i8, i8, F_2w, F_2w)")
@@ -61,6 +78,8 @@ def _gae_block(  # pragma: no cover - compiled
             a = adv[t, n0:n1]
             rt = ret[t, n0:n1]
             for n in range(r.shape[0]):
+                # _delta written out: as a call its eager loads of the optional
+                # rows cost this sweep 4%; tests hold both sweeps to the same bits
                 nv = nvr[n]
                 f = fv[n] if has_final else nv
                 boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
@@ -140,6 +159,177 @@ def gae_kernel(  # pragma: no cover - compiled
         n0 = b * block
         n1 = min(N, n0 + block)
         _gae_block(
+            rewards,
+            values,
+            last_values,
+            terminated,
+            truncated,
+            final_values,
+            valid,
+            options,
+            gamma,
+            gamma_lambda,
+            n0,
+            n1,
+            adv,
+            ret,
+        )
+    return OK
+
+
+# Envs whose backward recurrences run side by side in the batch-major sweep:
+# one env's step waits on its multiply-add (about 6 cycles), so four
+# independent chains fill the pipeline. More rows in flight at once measured
+# slower: rows a power of two of bytes apart alias in L1 (the same sets, and
+# the same low 12 address bits for store-to-load forwarding).
+GROUP = 4
+
+
+@kernel("void(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, F, i8, i8, F_2w, F_2w)")
+def _gae_rows(  # pragma: no cover - compiled
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma,
+    gamma_lambda,
+    n0,
+    n1,
+    adv,
+    ret,
+):
+    """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).
+
+    Pass 1, forwards along each env's contiguous row (vectorised): ``adv =
+    delta``, ``ret = delta + V``, and the trace factor ``g_t`` (0 where the
+    trace is cut, else ``gamma * lambda``) into scratch. Pass 2, backwards,
+    ``x = g_t A_{t+1}``, ``A_t = adv_t + x``, ``ret_t += x``: the time-major
+    sweep's operations, so the same bits, with the carry in a register.
+    """
+    T = rewards.shape[1]
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    g = np.empty((GROUP, T), dtype=rewards.dtype)
+    for k0 in range(n0, n1, GROUP):
+        k1 = min(n1, k0 + GROUP)
+        for n in range(k0, k1):
+            r = rewards[n]
+            v = values[n]
+            te = terminated[n]
+            tr = truncated[n]
+            fv = final_values[n]
+            ok = valid[n]
+            a = adv[n]
+            rt = ret[n]
+            gn = g[n - k0]
+            for t in range(T - 1):
+                d = _delta(
+                    r[t], v[t + 1], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid,
+                    zero,
+                )  # fmt: skip
+                a[t] = d
+                rt[t] = d + v[t]
+                stop = (te[t] | tr[t]) | ((ok[t] == 0) & has_valid)
+                gn[t] = zero if stop != 0 else gamma_lambda
+            t = T - 1
+            d = _delta(
+                r[t], last_values[n], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final,
+                has_valid, zero,
+            )  # fmt: skip
+            a[t] = d
+            rt[t] = d + v[t]
+        if k1 - k0 == GROUP:
+            _chains4(g, adv[k0:k1], ret[k0:k1])
+        else:
+            for n in range(k0, k1):
+                a = adv[n]
+                rt = ret[n]
+                gn = g[n - k0]
+                c = a[T - 1]
+                for t in range(T - 2, -1, -1):
+                    x = gn[t] * c
+                    c = a[t] + x
+                    a[t] = c
+                    rt[t] += x
+
+
+@subroutine
+def _chains4(g, adv, ret):  # pragma: no cover - compiled
+    """Pass 2 of :func:`_gae_rows` for four envs at once (four independent chains)."""
+    T = adv.shape[1]
+    a0, a1, a2, a3 = adv[0], adv[1], adv[2], adv[3]
+    r0, r1, r2, r3 = ret[0], ret[1], ret[2], ret[3]
+    g0, g1, g2, g3 = g[0], g[1], g[2], g[3]
+    c0, c1, c2, c3 = a0[T - 1], a1[T - 1], a2[T - 1], a3[T - 1]
+    for t in range(T - 2, -1, -1):
+        x0 = g0[t] * c0
+        x1 = g1[t] * c1
+        x2 = g2[t] * c2
+        x3 = g3[t] * c3
+        c0 = a0[t] + x0
+        c1 = a1[t] + x1
+        c2 = a2[t] + x2
+        c3 = a3[t] + x3
+        a0[t] = c0
+        a1[t] = c1
+        a2[t] = c2
+        a3[t] = c3
+        r0[t] += x0
+        r1[t] += x1
+        r2[t] += x2
+        r3[t] += x3
+
+
+@kernel_pair("i8(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, i8, F_2w, F_2w)")
+def gae_batch_major_kernel(  # pragma: no cover - compiled
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma_,
+    gamma_lambda_,
+    block,
+    adv,
+    ret,
+):
+    """:func:`gae_kernel` on batch-major ``[N, T]`` arrays; ``block`` envs per task.
+
+    The validation pass is the time-major one: it checks every element,
+    whatever the layout (its "rows" are envs here).
+    """
+    N = rewards.shape[0]
+    gamma = rewards.dtype.type(gamma_)
+    gamma_lambda = rewards.dtype.type(gamma_lambda_)
+    nblocks = (N + block - 1) // block
+    code = validate(
+        rewards,
+        values,
+        True,
+        rewards,
+        rewards,
+        False,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
+    if code != OK:
+        return code
+    for b in numba.prange(nblocks):
+        n0 = b * block
+        n1 = min(N, n0 + block)
+        _gae_rows(
             rewards,
             values,
             last_values,
