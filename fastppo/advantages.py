@@ -557,8 +557,9 @@ def discounted_returns(
 ) -> np.ndarray:
     """Bootstrapped discounted returns ``G_t = r_t + gamma * G_{t+1}``.
 
-    Parameters are as in :func:`gae` (there are no ``values``). The sum is cut
-    at episode ends: 0 after ``terminated``, ``final_values[t]`` after
+    Parameters are as in :func:`gae` (there are no ``values``); batch-major
+    rollouts are read in place as there (Fortran-ordered ``[T, N]``). The sum
+    is cut at episode ends: 0 after ``terminated``, ``final_values[t]`` after
     ``truncated`` (required then: there is nothing else to bootstrap from),
     ``last_values`` after the last step. Invalid rows get 0 and cut the sum.
 
@@ -582,25 +583,24 @@ def discounted_returns(
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"
-    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
+    s = _Sweep(
+        fn, rewards, last_values, terminated, truncated, final_values, valid, batch_major_ok=True
+    )
     g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)
     s.check_bootstrap(fn, need_final=True)
-    (ret,) = s.outputs(fn, out, ("returns",), {"rewards": s.r, "last_values": s.last})
-    par, block = s.block(memory_bound=True)
-    kern = _kr.discounted_returns_kernel[1] if par else _kr.discounted_returns_kernel[0]
-    k_ret = _as_2d_out(ret)
-    code = kern(
-        s.r,
-        s.last,
-        s.term,
-        s.trunc,
-        s.fv,
-        s.valid,
-        s.options,
-        g,
-        block,
-        k_ret,
+    bm, _ = s.batch_major([])
+    (ret,) = s.outputs(
+        fn, out, ("returns",), {"rewards": s.r, "last_values": s.last}, order="F" if bm else "C"
     )
+    par, block = s.block(memory_bound=True)
+    k_ret = _as_2d_out(ret, bm)
+    kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
+    kin: tuple[np.ndarray, ...] = (s.r, s.term, s.trunc, s.fv, s.valid, k_ret)
+    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
+        kin = tuple(a.T for a in kin)
+    r2, te, tr, fv, ok, kr = kin
+    sweep = kern[1] if par else kern[0]
+    code = sweep(r2, s.last, te, tr, fv, ok, s.options, g, block, kr)
     if code:
         s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
     _copy_back(ret, k_ret)

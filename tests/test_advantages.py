@@ -200,6 +200,17 @@ def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
     # mixed layouts run time-major, with the same bits
     mixed = fastppo.gae(_batch_major(r), v, lv, te, gamma=0.97, gae_lambda=0.9, **kw)
     assert mixed[0].tobytes() == want[0].tobytes()
+    # discounted returns, which need final values where truncated
+    kw["final_values"] = fv
+    kw.setdefault("truncated", tr)
+    bm = {k: _batch_major(x) for k, x in kw.items()}
+    want_g = fastppo.discounted_returns(r, lv, te, gamma=0.97, **kw)
+    got_g = fastppo.discounted_returns(_batch_major(r), lv, _batch_major(te), gamma=0.97, **bm)
+    assert got_g.flags.f_contiguous
+    assert np.ascontiguousarray(got_g).tobytes() == want_g.tobytes()
+    out_g = np.full((T, N), 7, dt, order="F")
+    res_g = fastppo.discounted_returns(_batch_major(r), lv, _batch_major(te), out=out_g, **bm)
+    assert res_g is out_g
 
 
 def test_gae_batch_major_refuses_non_finite_input_and_writes_nothing():

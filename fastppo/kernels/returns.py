@@ -1,13 +1,17 @@
 """Discounted returns: the sweep, backwards in time (``G_t = r_t + gamma G_{t+1}``).
 
-Layout, options and validation: :mod:`fastppo.kernels.sweep`.
+Layout, options and validation: :mod:`fastppo.kernels.sweep`. Batch-major
+``[N, T]`` rollouts have their own sweep, :func:`discounted_returns_batch_major_kernel`
+(the same bits; see :mod:`fastppo.kernels.gae` for the layout's rationale).
 """
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 
-from fastppo._jit import kernel, kernel_pair
+from fastppo._jit import kernel, kernel_pair, subroutine
+from fastppo.kernels.gae import GROUP
 from fastppo.kernels.sweep import (
     HAS_FINAL,
     HAS_VALID,
@@ -92,4 +96,121 @@ def discounted_returns_kernel(  # pragma: no cover - compiled
             n1,
             ret,
         )
+    return OK
+
+
+@kernel("void(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, i8, i8, F_2w)")
+def _returns_rows(  # pragma: no cover - compiled
+    rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0, n1, ret
+):
+    """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
+
+    Pass 1, forwards along each env's row (vectorised): the bootstrap a cut
+    step uses into ``ret`` (0 when terminated, else the final value) and a
+    byte per step: bit 0 the sum goes on from ``G_{t+1}`` (not terminated,
+    and not truncated with final values given), bit 1 the row is valid.
+    Pass 2, backwards, four envs side by side: ``G_t = r_t + gamma * boot``,
+    0 on an invalid row -- the time-major sweep's operations.
+    """
+    T = rewards.shape[1]
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    m = np.empty((GROUP, T), dtype=np.uint8)
+    # byte masks, so pass 1 is uint8 arithmetic that vectorises (bool
+    # selects on the flags kept it scalar: 6x slower)
+    final_mask = np.uint8(0xFF if has_final else 0)
+    all_valid = np.uint8(0 if has_valid else 0xFF)
+    one = np.uint8(1)
+    for k0 in range(n0, n1, GROUP):
+        k1 = min(n1, k0 + GROUP)
+        for n in range(k0, k1):
+            te = terminated[n]
+            tr = truncated[n]
+            fv = final_values[n]
+            ok = valid[n]
+            g = ret[n]
+            mn = m[n - k0]
+            for t in range(T):
+                g[t] = zero if te[t] != 0 else fv[t]
+                cut = te[t] | (tr[t] & final_mask)
+                mn[t] = np.uint8(cut == 0) | (np.uint8((ok[t] | all_valid) != 0) << one)
+        if k1 - k0 == GROUP:
+            _returns_chains4(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
+        else:
+            for n in range(k0, k1):
+                r = rewards[n]
+                g = ret[n]
+                mn = m[n - k0]
+                c = last_values[n]
+                for t in range(T - 1, -1, -1):
+                    x = r[t] + gamma * (c if mn[t] & 1 else g[t])
+                    c = x if mn[t] & 2 else zero
+                    g[t] = c
+
+
+@subroutine
+def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compiled
+    """Pass 2 of :func:`_returns_rows` for four envs at once (four independent chains)."""
+    T = rewards.shape[1]
+    zero = rewards.dtype.type(0)
+    r0, r1, r2, r3 = rewards[0], rewards[1], rewards[2], rewards[3]
+    g0, g1, g2, g3 = ret[0], ret[1], ret[2], ret[3]
+    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
+    c0, c1, c2, c3 = last[0], last[1], last[2], last[3]
+    for t in range(T - 1, -1, -1):
+        x0 = r0[t] + gamma * (c0 if m0[t] & 1 else g0[t])
+        x1 = r1[t] + gamma * (c1 if m1[t] & 1 else g1[t])
+        x2 = r2[t] + gamma * (c2 if m2[t] & 1 else g2[t])
+        x3 = r3[t] + gamma * (c3 if m3[t] & 1 else g3[t])
+        c0 = x0 if m0[t] & 2 else zero
+        c1 = x1 if m1[t] & 2 else zero
+        c2 = x2 if m2[t] & 2 else zero
+        c3 = x3 if m3[t] & 2 else zero
+        g0[t] = c0
+        g1[t] = c1
+        g2[t] = c2
+        g3[t] = c3
+
+
+@kernel_pair("i8(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, i8, F_2w)")
+def discounted_returns_batch_major_kernel(  # pragma: no cover - compiled
+    rewards,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma_,
+    block,
+    ret,
+):
+    """:func:`discounted_returns_kernel` on batch-major ``[N, T]`` arrays."""
+    N = rewards.shape[0]
+    gamma = rewards.dtype.type(gamma_)
+    nblocks = (N + block - 1) // block
+    code = validate(
+        rewards,
+        rewards,
+        False,
+        rewards,
+        rewards,
+        False,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
+    if code != OK:
+        return code
+    for b in numba.prange(nblocks):
+        n0 = b * block
+        n1 = min(N, n0 + block)
+        _returns_rows(
+            rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0,
+            n1, ret,
+        )  # fmt: skip
     return OK
