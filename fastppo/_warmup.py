@@ -42,9 +42,9 @@ _MODULES = (
 # or of the modules it shares a unit with in _UNITS, and a unit goes to one
 # worker: no two workers ever compile, and write the cache index of, one kernel.
 _COST = {
-    "fastppo.kernels.gae": 8,
+    "fastppo.kernels.gae": 14,
     "fastppo.kernels.vtrace": 10,
-    "fastppo.kernels.returns": 6,
+    "fastppo.kernels.returns": 10,
     "fastppo.kernels.categorical": 40,
     "fastppo.kernels.gaussian": 55,
     "fastppo.kernels.logp": 12,
