@@ -43,7 +43,7 @@ _MODULES = (
 # worker: no two workers ever compile, and write the cache index of, one kernel.
 _COST = {
     "fastppo.kernels.gae": 14,
-    "fastppo.kernels.vtrace": 10,
+    "fastppo.kernels.vtrace": 16,
     "fastppo.kernels.returns": 10,
     "fastppo.kernels.categorical": 40,
     "fastppo.kernels.gaussian": 55,

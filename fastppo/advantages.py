@@ -467,6 +467,8 @@ def vtrace(
     value exceeds float32's range (about 3.4e38) saturates to +-inf, as
     IEEE arithmetic does, without an error (the inputs are finite; only their
     sums overflow). Pass float64 arrays for such data.
+    Batch-major rollouts (every 2-D input Fortran-ordered, i.e. ``[N, T]``
+    arrays passed as ``x.T``) are read in place as in :func:`gae`.
 
     References
     ----------
@@ -482,17 +484,20 @@ def vtrace(
     if res is not None:
         return res
     fn = "vtrace"
-    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
+    s = _Sweep(
+        fn, rewards, last_values, terminated, truncated, final_values, valid, values,
+        batch_major_ok=True,
+    )  # fmt: skip
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
-    v2 = _as_2d_c(v)
+    v2 = _as_2d_f(v)
     # Log-probs must be finite (checked in the kernel): -inf would mean the
     # behaviour policy took an impossible action; NaN never is a probability.
     logps = {}
     for name, x in (("behavior_logp", behavior_logp), ("target_logp", target_logp)):
         a = C.float_array(fn, name, x)
         C.check_shape(fn, name, a, s.shape)
-        logps[name] = _as_2d_c(a)
+        logps[name] = _as_2d_f(a)
     # The kernels take log-probs of the sweep's dtype (one compiled variant per
     # float dtype). float32 ones are widened exactly for a float64 sweep; for a
     # float32 sweep with a float64 log-prob, the log-ratio is formed in float64
@@ -511,31 +516,21 @@ def vtrace(
     cb = C.check_positive(fn, "c_bar", c_bar)
     pb = C.check_positive(fn, "pg_rho_bar", pg_rho_bar)
     s.check_bootstrap(fn)
+    bm, (v2, blp, tlp) = s.batch_major([v2, logps["behavior_logp"], logps["target_logp"]])
+    logps = {"behavior_logp": blp, "target_logp": tlp}
     arrays = {"rewards": s.r, "values": v2, "last_values": s.last, **logps}
     s.given.update(values=values, behavior_logp=behavior_logp, target_logp=target_logp)
-    vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays)
+    vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays, order="F" if bm else "C")
     par, block = s.block(memory_bound=False)
-    kern = _kv.vtrace_kernel[1] if par else _kv.vtrace_kernel[0]
-    k_vs, k_pg = _as_2d_out(vs), _as_2d_out(pg)
-    code = kern(
-        logps["behavior_logp"],
-        logps["target_logp"],
-        s.r,
-        v2,
-        s.last,
-        s.term,
-        s.trunc,
-        s.fv,
-        s.valid,
-        s.options,
-        g,
-        lam_,
-        rb,
-        cb,
-        pb,
-        block,
-        k_vs,
-        k_pg,
+    k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
+    kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
+    kin: tuple[np.ndarray, ...] = (blp, tlp, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_vs, k_pg)
+    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
+        kin = tuple(a.T for a in kin)
+    b_, t_, r2, vv, te, tr, fv, ok, kv, kp = kin
+    sweep = kern[1] if par else kern[0]
+    code = sweep(
+        b_, t_, r2, vv, s.last, te, tr, fv, ok, s.options, g, lam_, rb, cb, pb, block, kv, kp
     )
     if code:
         s.raise_status(fn, code, {**arrays, "final_values": s.fv})

@@ -200,6 +200,19 @@ def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
     # mixed layouts run time-major, with the same bits
     mixed = fastppo.gae(_batch_major(r), v, lv, te, gamma=0.97, gae_lambda=0.9, **kw)
     assert mixed[0].tobytes() == want[0].tobytes()
+    # V-trace, either log-prob width (a float64 one against float32 data is
+    # folded into one float32 log-ratio first)
+    for tdt in (dt, np.float64):
+        blp = (rng.standard_normal((T, N)) * 0.5).astype(dt)
+        tlp = (rng.standard_normal((T, N)) * 0.5).astype(tdt)
+        vkw = dict(gamma=0.97, lam=0.9, rho_bar=1.3, c_bar=0.9, pg_rho_bar=2.0)
+        want_v = fastppo.vtrace(blp, tlp, r, v, lv, te, **kw, **vkw)
+        got_v = fastppo.vtrace(
+            _batch_major(blp), _batch_major(tlp), *args[:2], lv, args[3], **bm, **vkw
+        )
+        for g_, w in zip(got_v, want_v):
+            assert g_.flags.f_contiguous
+            assert np.ascontiguousarray(g_).tobytes() == w.tobytes()
     # discounted returns, which need final values where truncated
     kw["final_values"] = fv
     kw.setdefault("truncated", tr)

@@ -2,13 +2,12 @@
 option bits, status codes and the validation pass.
 
 Layout: arrays are ``[T, N]`` C-contiguous views (1-D inputs arrive as
-``[T, 1]``); GAE also has a batch-major sweep over ``[N, T]`` arrays
-(:func:`fastppo.kernels.gae.gae_batch_major_kernel`), which shares this
-validation pass (it checks every element, whatever the layout). The
-backward sweep over ``t`` is sequential; envs are independent, so ``prange``
-runs over blocks of envs and the inner loop runs over the envs of one block
--- contiguous in memory, so LLVM vectorises it and the sweep streams at
-memory bandwidth.
+``[T, 1]``); each estimator also has a batch-major sweep over ``[N, T]``
+arrays (``*_batch_major_kernel``), which shares this validation pass (it
+checks every element, whatever the layout). The backward sweep over ``t`` is
+sequential; envs are independent, so ``prange`` runs over blocks of envs and
+the inner loop runs over the envs of one block -- contiguous in memory, so
+LLVM vectorises it and the sweep streams at memory bandwidth.
 
 Time chunks: streaming memory backwards is ~3x slower than forwards here, so
 GAE and V-trace read each chunk of rows forwards (the carry-free part of the

@@ -6,6 +6,10 @@ behavior_logp)`` is computed in float32 with
 :func:`fastppo.kernels.fastmath.expf32` (vectorised, relative error <=
 1.2e-7) when both log-probs and the values are float32, else with float64
 ``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`.
+Batch-major ``[N, T]`` rollouts have their own sweep,
+:func:`vtrace_batch_major_kernel`: the same row functions run along each
+env's contiguous row, then four envs' backward recurrences side by side (see
+:mod:`fastppo.kernels.gae`); the same bits as the time-major sweep.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import math
 import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair
+from fastppo._jit import inline, kernel, kernel_pair, subroutine
 from fastppo.kernels.fastmath import expf32
+from fastppo.kernels.gae import GROUP
 from fastppo.kernels.sweep import (
     HAS_FINAL,
     HAS_VALID,
@@ -292,4 +297,164 @@ def vtrace_kernel(  # pragma: no cover - compiled
             vs,
             pg_adv,
         )
+    return OK
+
+
+@inline
+def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
+    """One step of :func:`_vt_back_row` for one env: ``(diff, vs, pg)``."""
+    dc = c * x if c != 0 else zero
+    pc = p * x if p != 0 else zero
+    diff = vs_t + dc
+    return diff, v_t + diff, pg_t + pc
+
+
+@kernel(
+    "void(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
+    " F_2w, F_2w)",
+)
+def _vtrace_rows(  # pragma: no cover - compiled
+    behavior_logp,
+    target_logp,
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma,
+    lam,
+    rho_bar_,
+    c_bar_,
+    pg_rho_bar_,
+    n0,
+    n1,
+    vs,
+    pg_adv,
+):
+    """V-trace over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
+
+    Pass 1 runs :func:`_vtrace_block`'s row functions along each env's row
+    (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
+    ``last_values``); pass 2 is :func:`_vt_back_row`'s step, four envs side
+    by side with the carry in a register.
+    """
+    T = rewards.shape[1]
+    dt = rewards.dtype.type
+    zero = dt(0)
+    rho_bar = dt(rho_bar_)
+    c_bar = dt(c_bar_)
+    pg_rho_bar = dt(pg_rho_bar_)
+    gamma_lam = dt(gamma * lam)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
+    cws = np.empty((GROUP, T), rewards.dtype)
+    pws = np.empty((GROUP, T), rewards.dtype)
+    on = np.empty(T, np.bool_)
+    for k0 in range(n0, n1, GROUP):
+        k1 = min(n1, k0 + GROUP)
+        for n in range(k0, k1):
+            for part in range(2):
+                a = 0 if part == 0 else T - 1
+                b = T - 1 if part == 0 else T
+                nvr = values[n, 1:T] if part == 0 else last_values[n : n + 1]
+                cw = cws[n - k0, a:b]
+                vs_row = vs[n, a:b]
+                ok = valid[n, a:b]
+                te = terminated[n, a:b]
+                tr = truncated[n, a:b]
+                _vt_rho_row(target_logp[n, a:b], behavior_logp[n, a:b], f32, cw)
+                _vt_td_row(
+                    nvr, rewards[n, a:b], values[n, a:b], te, tr, final_values[n, a:b],
+                    has_final, gamma, vs_row,
+                )  # fmt: skip
+                _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[n, a:b])
+                _vt_on_row(te, tr, ok, has_valid, on[a:b])
+                _vt_weight_row(on[a:b], gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[n - k0, a:b])
+        if k1 - k0 == GROUP:
+            _vt_chains4(cws, pws, values[k0:k1], vs[k0:k1], pg_adv[k0:k1])
+        else:
+            for n in range(k0, k1):
+                cw = cws[n - k0]
+                pw = pws[n - k0]
+                v = values[n]
+                vr = vs[n]
+                pr = pg_adv[n]
+                x = zero
+                for t in range(T - 1, -1, -1):
+                    x, vr[t], pr[t] = _vt_back(x, cw[t], pw[t], vr[t], pr[t], v[t], zero)
+
+
+@subroutine
+def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
+    """Pass 2 of :func:`_vtrace_rows` for four envs at once (four independent chains)."""
+    T = values.shape[1]
+    zero = values.dtype.type(0)
+    c0, c1, c2, c3 = cw[0], cw[1], cw[2], cw[3]
+    p0, p1, p2, p3 = pw[0], pw[1], pw[2], pw[3]
+    v0, v1, v2, v3 = values[0], values[1], values[2], values[3]
+    s0, s1, s2, s3 = vs[0], vs[1], vs[2], vs[3]
+    g0, g1, g2, g3 = pg[0], pg[1], pg[2], pg[3]
+    x0 = x1 = x2 = x3 = zero
+    for t in range(T - 1, -1, -1):
+        x0, s0[t], g0[t] = _vt_back(x0, c0[t], p0[t], s0[t], g0[t], v0[t], zero)
+        x1, s1[t], g1[t] = _vt_back(x1, c1[t], p1[t], s1[t], g1[t], v1[t], zero)
+        x2, s2[t], g2[t] = _vt_back(x2, c2[t], p2[t], s2[t], g2[t], v2[t], zero)
+        x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
+
+
+@kernel_pair(
+    "i8(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
+)
+def vtrace_batch_major_kernel(  # pragma: no cover - compiled
+    behavior_logp,
+    target_logp,
+    rewards,
+    values,
+    last_values,
+    terminated,
+    truncated,
+    final_values,
+    valid,
+    options,
+    gamma_,
+    lam,
+    rho_bar,
+    c_bar,
+    pg_rho_bar,
+    block,
+    vs,
+    pg_adv,
+):
+    """:func:`vtrace_kernel` on batch-major ``[N, T]`` arrays."""
+    N = rewards.shape[0]
+    gamma = rewards.dtype.type(gamma_)
+    nblocks = (N + block - 1) // block
+    code = validate(
+        rewards,
+        values,
+        True,
+        behavior_logp,
+        target_logp,
+        True,
+        terminated,
+        truncated,
+        final_values,
+        last_values,
+        options,
+        nblocks,
+    )
+    if code != OK:
+        return code
+    for b in numba.prange(nblocks):
+        n0 = b * block
+        n1 = min(N, n0 + block)
+        _vtrace_rows(
+            behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
+            final_values, valid, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs,
+            pg_adv,
+        )  # fmt: skip
     return OK
