@@ -91,7 +91,6 @@ class _Sweep:
         final_values: ArrayLike,
         valid: ArrayLike,
         values: ArrayLike = None,
-        batch_major_ok: bool = False,
     ) -> None:
         # the caller's arrays as given: an out= buffer must not overlap them
         # even where validation read a copy (the caller's input would change)
@@ -111,29 +110,30 @@ class _Sweep:
         self.one_d = r.ndim == 1
         self.shape = r.shape
         # Fortran-ordered [T, N] (batch-major [N, T] data, transposed) is kept
-        # as it is where the sweep has a batch-major kernel: see batch_major()
-        as2d = _as_2d_f if batch_major_ok else _as_2d_c
-        self.r = as2d(r)
+        # as it is until batch_major() decides the layout
+        self.r = _as_2d_f(r)
         T, N = self.r.shape
         if T == 0 or N == 0:
             C.fail(fn, "rewards", "non-empty", f"shape {r.shape}")
         self.last = _last_values(fn, last_values, self.one_d, N, dt)
-        self.term = as2d(C.flag_array(fn, "terminated", terminated, r.shape))
+        self.term = _as_2d_f(C.flag_array(fn, "terminated", terminated, r.shape))
         self.has_trunc = truncated is not None
         # An absent optional input gets a full-shape stand-in (never consulted:
         # its options bit is clear), so the kernels load without branching.
         self.trunc = (
-            as2d(C.flag_array(fn, "truncated", truncated, r.shape)) if self.has_trunc else self.term
+            _as_2d_f(C.flag_array(fn, "truncated", truncated, r.shape))
+            if self.has_trunc
+            else self.term
         )
         self.has_valid = valid is not None
         self.valid = (
-            as2d(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else self.term
+            _as_2d_f(C.flag_array(fn, "valid", valid, r.shape)) if self.has_valid else self.term
         )
         self.has_final = final_values is not None
         if self.has_final:
             fv = C.float_array(fn, "final_values", final_values, dtype=dt)
             C.check_shape(fn, "final_values", fv, r.shape)
-            self.fv = as2d(fv)
+            self.fv = _as_2d_f(fv)
         else:
             self.fv = self.r  # stand-in; the sweeps read values/last_values instead
 
@@ -382,10 +382,7 @@ def _gae_general(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gae` for any input: full validation, serial or parallel kernel."""
     fn = "gae"
-    s = _Sweep(
-        fn, rewards, last_values, terminated, truncated, final_values, valid, values,
-        batch_major_ok=True,
-    )  # fmt: skip
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
     g, lam = _gamma_lambda(fn, gamma, gae_lambda, "gae_lambda")
@@ -484,10 +481,7 @@ def vtrace(
     if res is not None:
         return res
     fn = "vtrace"
-    s = _Sweep(
-        fn, rewards, last_values, terminated, truncated, final_values, valid, values,
-        batch_major_ok=True,
-    )  # fmt: skip
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid, values)
     v = C.float_array(fn, "values", values, dtype=s.dt)
     C.check_shape(fn, "values", v, s.shape)
     v2 = _as_2d_f(v)
@@ -578,9 +572,7 @@ def discounted_returns(
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"
-    s = _Sweep(
-        fn, rewards, last_values, terminated, truncated, final_values, valid, batch_major_ok=True
-    )
+    s = _Sweep(fn, rewards, last_values, terminated, truncated, final_values, valid)
     g = C.check_range(fn, "gamma", gamma, 0.0, 1.0)
     s.check_bootstrap(fn, need_final=True)
     bm, _ = s.batch_major([])
