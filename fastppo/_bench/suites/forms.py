@@ -110,8 +110,27 @@ def _sweep_forms(torch: Any, T: int, N: int) -> list[Group]:
         for k, o in variants.items()
     }
     rbase = {k: x for k, x in base.items() if k != "values"}
+    # V-trace: the same forms, its log-probs in the form of the other arrays
+    blp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+    tlp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+    logp_forms: dict[str, Callable[[np.ndarray], Any]] = {
+        "read-only": _readonly,
+        "batch-major [N, T].T": _batch_major,
+        "Fortran order": np.asfortranarray,
+        "strided": _strided,
+    }
+    if tt is not None:
+        logp_forms["torch tensors"] = tt
+    vbase = {"behavior_logp": blp, "target_logp": tlp, **base}
+    vtrace_variants: dict[str, dict[str, Any] | str] = {}
+    for label, over in variants.items():
+        form = logp_forms.get(label)
+        if isinstance(over, dict) and form is not None:
+            over = {**over, "behavior_logp": form(blp), "target_logp": form(tlp)}
+        vtrace_variants[label] = over
     return [
         _forms(f"gae [{T}x{N}] float32", fastppo.gae, base, variants),
+        _forms(f"vtrace [{T}x{N}] float32", fastppo.vtrace, vbase, vtrace_variants),
         _forms(
             f"discounted_returns [{T}x{N}] float32",
             fastppo.discounted_returns,
