@@ -274,6 +274,13 @@ def _as_2d_c(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
+def _kernel_views(batch_major: bool, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The 2-D arrays as a sweep reads them: as they are (time-major), or for a
+    batch-major sweep the [N, T] C-contiguous arrays behind the Fortran-ordered
+    [T, N] ones (their transposes: views, no copy)."""
+    return tuple(a.T for a in arrays) if batch_major else arrays
+
+
 def _as_2d_f(a: np.ndarray) -> np.ndarray:
     """:func:`_as_2d_c`, but a Fortran-ordered [T, N] is kept as it is."""
     if a.ndim == 1:
@@ -399,10 +406,9 @@ def _gae_general(
     par, block = s.block(memory_bound=True)
     k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
     kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
-    arrays: tuple[np.ndarray, ...] = (s.r, v2, s.term, s.trunc, s.fv, s.valid, k_adv, k_ret)
-    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
-        arrays = tuple(a.T for a in arrays)
-    r2, vv, te, tr, fv, ok, ka, kr = arrays
+    r2, vv, te, tr, fv, ok, ka, kr = _kernel_views(
+        bm, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_adv, k_ret
+    )
     sweep = kern[1] if par else kern[0]
     code = sweep(r2, vv, s.last, te, tr, fv, ok, s.options, g, g * lam, block, ka, kr)
     if code:
@@ -518,10 +524,9 @@ def vtrace(
     par, block = s.block(memory_bound=False)
     k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
     kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
-    kin: tuple[np.ndarray, ...] = (blp, tlp, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_vs, k_pg)
-    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
-        kin = tuple(a.T for a in kin)
-    b_, t_, r2, vv, te, tr, fv, ok, kv, kp = kin
+    b_, t_, r2, vv, te, tr, fv, ok, kv, kp = _kernel_views(
+        bm, blp, tlp, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_vs, k_pg
+    )
     sweep = kern[1] if par else kern[0]
     code = sweep(
         b_, t_, r2, vv, s.last, te, tr, fv, ok, s.options, g, lam_, rb, cb, pb, block, kv, kp
@@ -582,10 +587,7 @@ def discounted_returns(
     par, block = s.block(memory_bound=True)
     k_ret = _as_2d_out(ret, bm)
     kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
-    kin: tuple[np.ndarray, ...] = (s.r, s.term, s.trunc, s.fv, s.valid, k_ret)
-    if bm:  # the [N, T] C-contiguous arrays behind the Fortran-ordered [T, N] ones
-        kin = tuple(a.T for a in kin)
-    r2, te, tr, fv, ok, kr = kin
+    r2, te, tr, fv, ok, kr = _kernel_views(bm, s.r, s.term, s.trunc, s.fv, s.valid, k_ret)
     sweep = kern[1] if par else kern[0]
     code = sweep(r2, s.last, te, tr, fv, ok, s.options, g, block, kr)
     if code:
