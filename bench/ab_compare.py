@@ -41,6 +41,8 @@ v = rng.standard_normal((T, N)).astype(np.float32)
 lv = v[0].copy(); te = rng.random((T, N)) < 0.02
 blp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
 tlp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+# batch-major [N, T] data, passed as its [T, N] transpose
+rb, vb, teb, blpb, tlpb = (np.ascontiguousarray(a.T).T for a in (r, v, te, blp, tlp))
 lg = rng.standard_normal((4096, 18)).astype(np.float32)
 mk = rng.random((4096, 18)) < 0.8; mk[:, 0] = True
 mu = rng.standard_normal((4096, 6)).astype(np.float32)
@@ -65,6 +67,10 @@ print(json.dumps({
     "gae [2048x64]": med(lambda: fastppo.gae(r, v, lv, te), 20),
     "vtrace [2048x64]": med(lambda: fastppo.vtrace(blp, tlp, r, v, lv, te), 10),
     "discounted_returns [2048x64]": med(lambda: fastppo.discounted_returns(r, lv, te), 20),
+    "gae [2048x64] batch-major": med(lambda: fastppo.gae(rb, vb, lv, teb), 20),
+    "vtrace [2048x64] batch-major": med(lambda: fastppo.vtrace(blpb, tlpb, rb, vb, lv, teb), 10),
+    "discounted_returns [2048x64] batch-major": med(
+        lambda: fastppo.discounted_returns(rb, lv, teb), 20),
     "gae [1x1]": med(lambda: fastppo.gae(r11, r11, r11[0], te11), 2000),
     "sample_categorical [4096x18] + mask": med(
         lambda: fastppo.sample_categorical(lg, mk, seed=1, counter=2), 50),

@@ -186,6 +186,26 @@ class _Sweep:
         )
         return False, [c(a) for a in others]
 
+    def rollout(
+        self,
+        batch_major: bool,
+        values: np.ndarray | None = None,
+        behavior_logp: np.ndarray | None = None,
+        target_logp: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, ...]:
+        """The kernels' input record (:func:`fastppo.kernels.sweep.rollout`), as
+        :func:`_kernel_views`; ``rewards`` stands in for what a sweep does not read."""
+        r = self.r
+        rw, v, fv, te, tr, ok, blp, tlp = _kernel_views(
+            batch_major, r, r if values is None else values, self.fv, self.term, self.trunc,
+            self.valid, r if behavior_logp is None else behavior_logp,
+            r if target_logp is None else target_logp,
+        )  # fmt: skip
+        return K.rollout(
+            rewards=rw, values=v, last_values=self.last, final_values=fv, terminated=te,
+            truncated=tr, valid=ok, behavior_logp=blp, target_logp=tlp,
+        )  # fmt: skip
+
     @property
     def options(self) -> int:
         return (
@@ -406,11 +426,8 @@ def _gae_general(
     par, block = s.block(memory_bound=True)
     k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
     kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
-    r2, vv, te, tr, fv, ok, ka, kr = _kernel_views(
-        bm, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_adv, k_ret
-    )
-    sweep = kern[1] if par else kern[0]
-    code = sweep(r2, vv, s.last, te, tr, fv, ok, s.options, g, g * lam, block, ka, kr)
+    ka, kr = _kernel_views(bm, k_adv, k_ret)
+    code = kern[par](s.rollout(bm, v2), s.options, g, g * lam, block, ka, kr)
     if code:
         s.raise_status(
             fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
@@ -524,13 +541,8 @@ def vtrace(
     par, block = s.block(memory_bound=False)
     k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
     kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
-    b_, t_, r2, vv, te, tr, fv, ok, kv, kp = _kernel_views(
-        bm, blp, tlp, s.r, v2, s.term, s.trunc, s.fv, s.valid, k_vs, k_pg
-    )
-    sweep = kern[1] if par else kern[0]
-    code = sweep(
-        b_, t_, r2, vv, s.last, te, tr, fv, ok, s.options, g, lam_, rb, cb, pb, block, kv, kp
-    )
+    kv, kp = _kernel_views(bm, k_vs, k_pg)
+    code = kern[par](s.rollout(bm, v2, blp, tlp), s.options, g, lam_, rb, cb, pb, block, kv, kp)
     if code:
         s.raise_status(fn, code, {**arrays, "final_values": s.fv})
     _copy_back(vs, k_vs)
@@ -587,9 +599,8 @@ def discounted_returns(
     par, block = s.block(memory_bound=True)
     k_ret = _as_2d_out(ret, bm)
     kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
-    r2, te, tr, fv, ok, kr = _kernel_views(bm, s.r, s.term, s.trunc, s.fv, s.valid, k_ret)
-    sweep = kern[1] if par else kern[0]
-    code = sweep(r2, s.last, te, tr, fv, ok, s.options, g, block, kr)
+    (kr,) = _kernel_views(bm, k_ret)
+    code = kern[par](s.rollout(bm), s.options, g, block, kr)
     if code:
         s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
     _copy_back(ret, k_ret)

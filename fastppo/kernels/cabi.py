@@ -21,9 +21,10 @@ from typing import Any
 
 from numba import carray, types
 
-from fastppo._jit import c_entry
+from fastppo._jit import c_entry, inline
 from fastppo.kernels import categorical as S
 from fastppo.kernels import gae, returns, vtrace
+from fastppo.kernels.sweep import rollout
 
 #: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
 #: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
@@ -76,63 +77,41 @@ _returns_serial = returns.discounted_returns_kernel[0]
 
 
 def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, adv, ret):  # pragma: no cover
-    s = (T, N)
-    return _gae_serial(
-        carray(r, s),
-        carray(v, s),
-        carray(lv, N),
-        carray(te, s),
-        carray(tr, s),
-        carray(fv, s),
-        carray(ok, s),
-        options,
-        gamma,
-        gl,
-        N,
-        carray(adv, s),
-        carray(ret, s),
-    )
+    ro = _rollout(r, v, lv, fv, te, tr, ok, r, r, T, N)
+    return _gae_serial(ro, options, gamma, gl, N, carray(adv, (T, N)), carray(ret, (T, N)))
 
 
 def _vtrace(  # pragma: no cover - compiled
     blp, tlp, r, v, lv, te, tr, fv, ok, options, gamma, lam, rb, cb, pb, T, N, vs, pg
 ):
-    s = (T, N)
-    return _vtrace_serial(
-        carray(blp, s),
-        carray(tlp, s),
-        carray(r, s),
-        carray(v, s),
-        carray(lv, N),
-        carray(te, s),
-        carray(tr, s),
-        carray(fv, s),
-        carray(ok, s),
-        options,
-        gamma,
-        lam,
-        rb,
-        cb,
-        pb,
-        N,
-        carray(vs, s),
-        carray(pg, s),
-    )
+    ro = _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, T, N)
+    vs_, pg_ = carray(vs, (T, N)), carray(pg, (T, N))
+    return _vtrace_serial(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
 
 
 def _returns(r, lv, te, tr, fv, ok, options, gamma, T, N, ret):  # pragma: no cover
+    ro = _rollout(r, r, lv, fv, te, tr, ok, r, r, T, N)
+    return _returns_serial(ro, options, gamma, N, carray(ret, (T, N)))
+
+
+_record = inline(rollout)
+
+
+@inline
+def _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, T, N):  # pragma: no cover - compiled
+    """The sweeps' record over the entry's pointers (a stand-in is another
+    input's pointer, as the public layer passes it)."""
     s = (T, N)
-    return _returns_serial(
-        carray(r, s),
-        carray(lv, N),
-        carray(te, s),
-        carray(tr, s),
-        carray(fv, s),
-        carray(ok, s),
-        options,
-        gamma,
-        N,
-        carray(ret, s),
+    return _record(
+        rewards=carray(r, s),
+        values=carray(v, s),
+        last_values=carray(lv, N),
+        final_values=carray(fv, s),
+        terminated=carray(te, s),
+        truncated=carray(tr, s),
+        valid=carray(ok, s),
+        behavior_logp=carray(blp, s),
+        target_logp=carray(tlp, s),
     )
 
 

@@ -19,13 +19,7 @@ import numba
 import numpy as np
 
 from fastppo._jit import inline, kernel, kernel_pair, subroutine
-from fastppo.kernels.sweep import (
-    CHUNK,
-    HAS_FINAL,
-    HAS_VALID,
-    OK,
-    validate,
-)
+from fastppo.kernels.sweep import CHUNK, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 
 
 @inline
@@ -37,28 +31,14 @@ def _delta(r, nv, v, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # prag
     return d if (ok != 0) | (not has_valid) else zero
 
 
-@kernel("void(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, F, i8, i8, F_2w, F_2w)")
-def _gae_block(  # pragma: no cover - compiled
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma,
-    gamma_lambda,
-    n0,
-    n1,
-    adv,
-    ret,
-):
+@kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
+def _gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1``.
 
     Every row is sliced to ``n0:n1`` and indexed from 0: a contiguous 1-D view
     with a provably non-negative index, so the inner loops vectorise.
     """
+    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[0]
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
@@ -105,22 +85,8 @@ def _gae_block(  # pragma: no cover - compiled
         t_hi = t_lo
 
 
-@kernel_pair("i8(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, i8, F_2w, F_2w)")
-def gae_kernel(  # pragma: no cover - compiled
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    gamma_lambda_,
-    block,
-    adv,
-    ret,
-):
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
+def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: no cover - compiled
     """GAE (Schulman et al. 2016, arXiv 1506.02438), backwards in time.
 
     ``delta_t = r_t + gamma * nv_t - V_t``;
@@ -133,47 +99,19 @@ def gae_kernel(  # pragma: no cover - compiled
     ``ret = delta + V``; pass 2 (backwards) adds ``gamma*lambda*A_{t+1}`` to
     both where the trace continues. Returns a status code.
     """
+    rewards = ro[0]
     N = rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
     # Validate everything before the first write: a bad input leaves the
     # outputs untouched.
-    code = validate(
-        rewards,
-        values,
-        True,
-        rewards,
-        rewards,
-        False,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, True, False, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
         n0 = b * block
-        n1 = min(N, n0 + block)
-        _gae_block(
-            rewards,
-            values,
-            last_values,
-            terminated,
-            truncated,
-            final_values,
-            valid,
-            options,
-            gamma,
-            gamma_lambda,
-            n0,
-            n1,
-            adv,
-            ret,
-        )
+        _gae_block(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
     return OK
 
 
@@ -185,23 +123,8 @@ def gae_kernel(  # pragma: no cover - compiled
 GROUP = 4
 
 
-@kernel("void(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, F, i8, i8, F_2w, F_2w)")
-def _gae_rows(  # pragma: no cover - compiled
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma,
-    gamma_lambda,
-    n0,
-    n1,
-    adv,
-    ret,
-):
+@kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
+def _gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).
 
     Pass 1, forwards along each env's contiguous row (vectorised): ``adv =
@@ -210,6 +133,7 @@ def _gae_rows(  # pragma: no cover - compiled
     ``x = g_t A_{t+1}``, ``A_t = adv_t + x``, ``ret_t += x``: the time-major
     sweep's operations, so the same bits, with the carry in a register.
     """
+    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
@@ -285,64 +209,24 @@ def _chains4(g, adv, ret):  # pragma: no cover - compiled
         r3[t] += x3
 
 
-@kernel_pair("i8(F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, i8, F_2w, F_2w)")
-def gae_batch_major_kernel(  # pragma: no cover - compiled
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    gamma_lambda_,
-    block,
-    adv,
-    ret,
-):
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
+def gae_batch_major_kernel(
+    ro, options, gamma_, gamma_lambda_, block, adv, ret
+):  # pragma: no cover - compiled
     """:func:`gae_kernel` on batch-major ``[N, T]`` arrays; ``block`` envs per task.
 
     The validation pass is the time-major one: it checks every element,
     whatever the layout (its "rows" are envs here).
     """
+    rewards = ro[0]
     N = rewards.shape[0]
     gamma = rewards.dtype.type(gamma_)
     gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
-    code = validate(
-        rewards,
-        values,
-        True,
-        rewards,
-        rewards,
-        False,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, True, False, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
         n0 = b * block
-        n1 = min(N, n0 + block)
-        _gae_rows(
-            rewards,
-            values,
-            last_values,
-            terminated,
-            truncated,
-            final_values,
-            valid,
-            options,
-            gamma,
-            gamma_lambda,
-            n0,
-            n1,
-            adv,
-            ret,
-        )
+        _gae_rows(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
     return OK

@@ -12,18 +12,12 @@ import numpy as np
 
 from fastppo._jit import kernel, kernel_pair, subroutine
 from fastppo.kernels.gae import GROUP
-from fastppo.kernels.sweep import (
-    HAS_FINAL,
-    HAS_VALID,
-    OK,
-    validate,
-)
+from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 
 
-@kernel("void(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, i8, i8, F_2w)")
-def _returns_block(  # pragma: no cover - compiled
-    rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0, n1, ret
-):
+@kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
+def _returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
+    rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[0]
     W = n1 - n0
     zero = rewards.dtype.type(0)
@@ -45,64 +39,25 @@ def _returns_block(  # pragma: no cover - compiled
             g_row[n] = g if (ok[n] != 0) | (not has_valid) else zero
 
 
-@kernel_pair("i8(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, i8, F_2w)")
-def discounted_returns_kernel(  # pragma: no cover - compiled
-    rewards,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    block,
-    ret,
-):
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
+def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no cover - compiled
     """``G_t = r_t + gamma * next_t``: ``next_t`` is 0 when terminated, the final
     obs' value when truncated, else ``G_{t+1}`` (``last_values`` at ``t = T-1``).
     Invalid rows get ``G = 0`` and cut the sum. Returns a status code."""
-    N = rewards.shape[1]
-    gamma = rewards.dtype.type(gamma_)
+    N = ro[0].shape[1]
+    gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    code = validate(
-        rewards,
-        rewards,
-        False,
-        rewards,
-        rewards,
-        False,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, False, False, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
         n0 = b * block
-        n1 = min(N, n0 + block)
-        _returns_block(
-            rewards,
-            last_values,
-            terminated,
-            truncated,
-            final_values,
-            valid,
-            options,
-            gamma,
-            n0,
-            n1,
-            ret,
-        )
+        _returns_block(ro, options, gamma, n0, min(N, n0 + block), ret)
     return OK
 
 
-@kernel("void(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, i8, i8, F_2w)")
-def _returns_rows(  # pragma: no cover - compiled
-    rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0, n1, ret
-):
+@kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
+def _returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
     Pass 1, forwards along each env's row (vectorised): the bootstrap a cut
@@ -112,6 +67,7 @@ def _returns_rows(  # pragma: no cover - compiled
     Pass 2, backwards, four envs side by side: ``G_t = r_t + gamma * boot``,
     0 on an invalid row -- the time-major sweep's operations.
     """
+    rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
@@ -173,44 +129,18 @@ def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compil
         g3[t] = c3
 
 
-@kernel_pair("i8(F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, i8, F_2w)")
-def discounted_returns_batch_major_kernel(  # pragma: no cover - compiled
-    rewards,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    block,
-    ret,
-):
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
+def discounted_returns_batch_major_kernel(
+    ro, options, gamma_, block, ret
+):  # pragma: no cover - compiled
     """:func:`discounted_returns_kernel` on batch-major ``[N, T]`` arrays."""
-    N = rewards.shape[0]
-    gamma = rewards.dtype.type(gamma_)
+    N = ro[0].shape[0]
+    gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    code = validate(
-        rewards,
-        rewards,
-        False,
-        rewards,
-        rewards,
-        False,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, False, False, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
         n0 = b * block
-        n1 = min(N, n0 + block)
-        _returns_rows(
-            rewards, last_values, terminated, truncated, final_values, valid, options, gamma, n0,
-            n1, ret,
-        )  # fmt: skip
+        _returns_rows(ro, options, gamma, n0, min(N, n0 + block), ret)
     return OK

@@ -18,11 +18,14 @@ leaves the outputs untouched): every input is checked row by row, forwards,
 in contiguous row ranges (``parts``: at least 2, one per block), so the rows
 checked last are the first the backward sweep reads, still in cache.
 
-Optional inputs: every array argument has the full ``[T, N]`` shape. The
-public layer passes a stand-in for an absent one (``terminated`` for
-``truncated`` and ``valid``, ``values`` for ``final_values``) and clears its bit
-in ``options``; the kernels load every array unconditionally and use the bits
-only in selects, so the inner loops stay branch-free and vectorise.
+Inputs: every sweep reads one record, :func:`rollout` (its Numba type
+``ROLLOUT``), whose arrays all have the full ``[T, N]`` shape. The public layer
+puts a stand-in in place of an absent input (``terminated`` for ``truncated``
+and ``valid``, ``rewards`` for ``final_values`` and for what an estimator does
+not read: ``values`` of the returns, the log-probs of GAE and the returns) and
+clears its bit in ``options``; the kernels load every array unconditionally
+and use the bits only in selects, so the inner loops stay branch-free and
+vectorise.
 
 Each block of envs is swept by a helper on column slices indexed from 0: with
 an index running from an arbitrary ``n0`` Numba cannot prove it non-negative,
@@ -69,6 +72,34 @@ VT_CHUNK = 16
 # Minimum number of row ranges the validation pass is split into.
 VALIDATE_PARTS = 2
 
+# The arrays a sweep reads travel as one record, a tuple in this order, built
+# by keyword with :func:`rollout` and unpacked once per kernel: a dozen
+# same-typed arrays in a positional list could be swapped silently, and every
+# driver repeated the list. (Numba dispatches plain tuples of arrays, with the
+# read-only conversion of each; named tuples it does not convert.)
+ROLLOUT = "Tup(F_2, F_2, F_1, F_2, u1_2, u1_2, u1_2, F_2, F_2)"
+
+
+def rollout(
+    rewards,
+    values,
+    last_values,
+    final_values,
+    terminated,
+    truncated,
+    valid,
+    behavior_logp,
+    target_logp,
+):
+    """The sweeps' input record: ``[T, N]`` arrays (``[N, T]`` for the batch-major
+    sweeps) and ``last_values`` ``[N]``; an absent input is a stand-in of its
+    dtype and shape (see the module's notes). Call it with keywords; compiled
+    code calls it through ``inline(rollout)`` (``kernels.cabi``)."""
+    return (
+        rewards, values, last_values, final_values, terminated, truncated, valid, behavior_logp,
+        target_logp,
+    )  # fmt: skip
+
 
 @inline
 def _row_bad(row):  # pragma: no cover - compiled
@@ -94,27 +125,15 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
     return bad
 
 
-@kernel("i8(F_2, F_2, b1, F_2, F_2, b1, u1_2, u1_2, F_2, i8, i8, i8)")
-def check_rows(  # pragma: no cover - compiled
-    rewards,
-    values,
-    has_values,
-    behavior_logp,
-    target_logp,
-    has_logp,
-    terminated,
-    truncated,
-    final_values,
-    options,
-    t0,
-    t1,
-):
+@kernel(f"i8({ROLLOUT}, b1, b1, i8, i8, i8)")
+def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover - compiled
     """Bit mask (bit ``code``) of the inputs with a non-finite entry in rows ``t0:t1``.
 
     All arrays are checked row by row together, forwards: the last rows
     checked are the first the backward sweep reads, and they are still in
     cache when it starts.
     """
+    rewards, values, _, final_values, terminated, truncated, _, behavior_logp, target_logp = ro
     bad_r = np.int32(0)
     bad_v = np.int32(0)
     bad_b = np.int32(0)
@@ -172,42 +191,17 @@ def status(masks, last_values):  # pragma: no cover - compiled
 
 
 @inline
-def validate(
-    rewards,
-    values,
-    has_values,
-    behavior_logp,
-    target_logp,
-    has_logp,
-    terminated,
-    truncated,
-    final_values,
-    last_values,
-    options,
-    nblocks,
-):  # pragma: no cover - compiled
+def validate(ro, has_values, has_logp, options, nblocks):  # pragma: no cover - compiled
     """The validation pass every sweep runs first: :func:`check_rows` over
     :func:`parts` row ranges (a ``prange``: parallel in the parallel build),
     then :func:`status`. Returns OK or the code of the first bad input.
 
     Inlined into each sweep, so the parallel build parallelises the ranges.
     """
-    T = rewards.shape[0]
+    T = ro[0].shape[0]
     nparts = parts(T, nblocks)
     masks = np.zeros(nparts, np.int64)
     for p in numba.prange(nparts):
-        masks[p] = check_rows(
-            rewards,
-            values,
-            has_values,
-            behavior_logp,
-            target_logp,
-            has_logp,
-            terminated,
-            truncated,
-            final_values,
-            options,
-            p * T // nparts,
-            (p + 1) * T // nparts,
-        )
-    return status(masks, last_values)
+        t0 = p * T // nparts
+        masks[p] = check_rows(ro, has_values, has_logp, options, t0, (p + 1) * T // nparts)
+    return status(masks, ro[2])

@@ -22,13 +22,7 @@ import numpy as np
 from fastppo._jit import inline, kernel, kernel_pair, subroutine
 from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import GROUP
-from fastppo.kernels.sweep import (
-    HAS_FINAL,
-    HAS_VALID,
-    OK,
-    VT_CHUNK,
-    validate,
-)
+from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, VT_CHUNK, validate
 
 
 @inline
@@ -131,30 +125,9 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
         vs_row[n] = v[n] + diff
 
 
-@kernel(
-    "void(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
-    " F_2w, F_2w)",
-)
+@kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
 def _vtrace_block(  # pragma: no cover - compiled
-    behavior_logp,
-    target_logp,
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma,
-    lam,
-    rho_bar_,
-    c_bar_,
-    pg_rho_bar_,
-    n0,
-    n1,
-    vs,
-    pg_adv,
+    ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
 ):
     """V-trace over the envs ``n0:n1``, in time chunks like GAE.
 
@@ -166,6 +139,8 @@ def _vtrace_block(  # pragma: no cover - compiled
     ``diff_t = vs_t + cw_t * diff_{t+1}``, ``pg_t += pw_t * diff_{t+1}``,
     ``vs_t = V_t + diff_t``; ``diff_T = 0``.
     """
+    rewards, values, last_values, final_values, terminated, truncated, valid = ro[:7]
+    behavior_logp, target_logp = ro[7], ro[8]
     T = rewards.shape[0]
     W = n1 - n0
     dt = rewards.dtype.type
@@ -219,28 +194,9 @@ def _vtrace_block(  # pragma: no cover - compiled
         t_hi = t_lo
 
 
-@kernel_pair(
-    "i8(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
-)
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
 def vtrace_kernel(  # pragma: no cover - compiled
-    behavior_logp,
-    target_logp,
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    lam,
-    rho_bar,
-    c_bar,
-    pg_rho_bar,
-    block,
-    vs,
-    pg_adv,
+    ro, options, gamma_, lam, rho_bar, c_bar, pg_rho_bar, block, vs, pg_adv
 ):
     """V-trace (Espeholt et al. 2018, arXiv 1802.01561), backwards in time.
 
@@ -254,49 +210,15 @@ def vtrace_kernel(  # pragma: no cover - compiled
     Swept in time chunks (see ``_vtrace_block``); the exp dominates, so the
     sweep is compute-bound on few cores. Returns a status code.
     """
-    N = rewards.shape[1]
-    gamma = rewards.dtype.type(gamma_)
+    N = ro[0].shape[1]
+    gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    code = validate(
-        rewards,
-        values,
-        True,
-        behavior_logp,
-        target_logp,
-        True,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, True, True, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
-        n0 = b * block
-        n1 = min(N, n0 + block)
-        _vtrace_block(
-            behavior_logp,
-            target_logp,
-            rewards,
-            values,
-            last_values,
-            terminated,
-            truncated,
-            final_values,
-            valid,
-            options,
-            gamma,
-            lam,
-            rho_bar,
-            c_bar,
-            pg_rho_bar,
-            n0,
-            n1,
-            vs,
-            pg_adv,
-        )
+        n0, n1 = b * block, min(N, b * block + block)
+        _vtrace_block(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
     return OK
 
 
@@ -309,30 +231,9 @@ def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
     return diff, v_t + diff, pg_t + pc
 
 
-@kernel(
-    "void(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, F, f8, f8, f8, f8, i8, i8,"
-    " F_2w, F_2w)",
-)
+@kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
 def _vtrace_rows(  # pragma: no cover - compiled
-    behavior_logp,
-    target_logp,
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma,
-    lam,
-    rho_bar_,
-    c_bar_,
-    pg_rho_bar_,
-    n0,
-    n1,
-    vs,
-    pg_adv,
+    ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
 ):
     """V-trace over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
@@ -341,6 +242,8 @@ def _vtrace_rows(  # pragma: no cover - compiled
     ``last_values``); pass 2 is :func:`_vt_back_row`'s step, four envs side
     by side with the carry in a register.
     """
+    rewards, values, last_values, final_values, terminated, truncated, valid = ro[:7]
+    behavior_logp, target_logp = ro[7], ro[8]
     T = rewards.shape[1]
     dt = rewards.dtype.type
     zero = dt(0)
@@ -406,55 +309,18 @@ def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
         x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
 
 
-@kernel_pair(
-    "i8(F_2, F_2, F_2, F_2, F_1, u1_2, u1_2, F_2, u1_2, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)",
-)
+@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
 def vtrace_batch_major_kernel(  # pragma: no cover - compiled
-    behavior_logp,
-    target_logp,
-    rewards,
-    values,
-    last_values,
-    terminated,
-    truncated,
-    final_values,
-    valid,
-    options,
-    gamma_,
-    lam,
-    rho_bar,
-    c_bar,
-    pg_rho_bar,
-    block,
-    vs,
-    pg_adv,
+    ro, options, gamma_, lam, rho_bar, c_bar, pg_rho_bar, block, vs, pg_adv
 ):
     """:func:`vtrace_kernel` on batch-major ``[N, T]`` arrays."""
-    N = rewards.shape[0]
-    gamma = rewards.dtype.type(gamma_)
+    N = ro[0].shape[0]
+    gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
-    code = validate(
-        rewards,
-        values,
-        True,
-        behavior_logp,
-        target_logp,
-        True,
-        terminated,
-        truncated,
-        final_values,
-        last_values,
-        options,
-        nblocks,
-    )
+    code = validate(ro, True, True, options, nblocks)
     if code != OK:
         return code
     for b in numba.prange(nblocks):
-        n0 = b * block
-        n1 = min(N, n0 + block)
-        _vtrace_rows(
-            behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
-            final_values, valid, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs,
-            pg_adv,
-        )  # fmt: skip
+        n0, n1 = b * block, min(N, b * block + block)
+        _vtrace_rows(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
     return OK
