@@ -57,7 +57,7 @@ def test_env_uniforms_kernel_equals_reference(seed: int, counter: int, env_offse
     n, k = 17, 5
     got = np.empty((n, k))
     krng.env_uniforms(
-        seed & 0xFFFFFFFF, seed >> 32, counter & 0xFFFFFFFF, counter >> 32, env_offset, got
+        (seed & 0xFFFFFFFF, seed >> 32, counter & 0xFFFFFFFF, counter >> 32, env_offset), got
     )
     np.testing.assert_array_equal(got, rrng.env_uniforms(seed, counter, n, k, env_offset))
 
@@ -94,7 +94,7 @@ def test_streams_differ_across_seed_counter_env() -> None:
 def test_uniforms_are_uniform() -> None:
     """KS test at a fixed seed; were the seed random, the false-alarm rate would be 1e-4."""
     u = np.empty((50_000, 2))
-    krng.env_uniforms(12345, 0, 0, 0, 0, u)
+    krng.env_uniforms((12345, 0, 0, 0, 0), u)
     for col in range(2):
         assert stats.kstest(u[:, col], "uniform").pvalue > 1e-4
     assert abs(np.corrcoef(u[:, 0], u[:, 1])[0, 1]) < 4.5 / np.sqrt(u.shape[0])
@@ -103,7 +103,7 @@ def test_uniforms_are_uniform() -> None:
 def test_env_normals_kernel_equals_reference() -> None:
     seed, counter = 0xABCDEF0123456789, 2**50 + 3
     got = np.empty((300, 5), dtype=np.float32)
-    krng.env_normals(seed & 0xFFFFFFFF, seed >> 32, counter & 0xFFFFFFFF, counter >> 32, 17, got)
+    krng.env_normals((seed & 0xFFFFFFFF, seed >> 32, counter & 0xFFFFFFFF, counter >> 32, 17), got)
     np.testing.assert_array_equal(got, rrng.env_normals(seed, counter, 300, 5, 17))
 
 

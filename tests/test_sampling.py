@@ -298,7 +298,7 @@ def test_serial_and_parallel_builds_are_bit_identical() -> None:
     for kern in K.multi_categorical:
         act = np.empty(n * 2, np.int64)
         lp = np.empty(n, np.float32)
-        assert kern(x, 0, m, True, offs, 1, 2, 3, 4, 5, False, True, _common._P32, act, lp) == -1
+        assert kern(x, 0, m, True, offs, (1, 2, 3, 4, 5), False, True, _common._P32, act, lp) == -1
         outs.append((act, lp))
     np.testing.assert_array_equal(outs[0][0], outs[1][0])
     np.testing.assert_array_equal(outs[0][1], outs[1][1])
@@ -306,7 +306,7 @@ def test_serial_and_parallel_builds_are_bit_identical() -> None:
     for kern in KG.gaussian:
         act = np.empty((n, a), np.float32)
         lp = np.empty(n, np.float32)
-        kern(x, 0, x, 0, a, 0, False, 1, 2, 3, 4, 5, True, False, act, lp)
+        kern(x, 0, x, 0, a, 0, False, (1, 2, 3, 4, 5), True, False, act, lp)
         gouts.append((act, lp))
     np.testing.assert_array_equal(gouts[0][0], gouts[1][0])
     np.testing.assert_array_equal(gouts[0][1], gouts[1][1])
@@ -321,7 +321,7 @@ def test_public_parallel_path_equals_serial_build_and_reference() -> None:
     sl = np.empty(n, np.float32)
     offs = np.array([0, a], np.int64)
     K.categorical_serial(
-        x, 0, m.view(np.uint8), True, offs, 8, 0, 13, 0, 0, False, False, _common._P32, sa, sl
+        x, 0, m.view(np.uint8), True, offs, (8, 0, 13, 0, 0), False, False, _common._P32, sa, sl
     )
     np.testing.assert_array_equal(act, sa)
     np.testing.assert_array_equal(logp, sl)

@@ -128,11 +128,7 @@ def _categorical(  # pragma: no cover - compiled
         carray(m, (m_rows, m_cols)),
         has_mask != 0,
         carray(offs, 2),
-        s_lo,
-        s_hi,
-        c_lo,
-        c_hi,
-        env_offset,
+        (s_lo, s_hi, c_lo, c_hi, env_offset),  # the stream record (kernels.rng.STREAM)
         det != 0,
         pre != 0,
         carray(x, 0),  # the working-precision prototype: an empty view of the logits

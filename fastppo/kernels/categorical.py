@@ -39,14 +39,14 @@ from fastppo.kernels.chunks import (
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.fastmath import expf32_nonpos
-from fastppo.kernels.rng import log32
+from fastppo.kernels.rng import STREAM, log32
 
 # The multi-discrete sampler takes arrays only (no byte-buffer entry).
 ARRAYS = STORAGE[:2]
 
-# (x, kind, mask, has_mask, offs, seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset,
-#  deterministic, prevalidate, proto, act, logp) -> first bad env or -1
-_CATEGORICAL_SIG = "i8(S_2, i8, u1_2, b1, i8_1, i8, i8, i8, i8, i8, b1, b1, F_1, i8_1w, f4_1w)"
+# (x, kind, mask, has_mask, offs, stream, deterministic, prevalidate, proto,
+#  act, logp) -> first bad env or -1
+_CATEGORICAL_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, b1, F_1, i8_1w, f4_1w)"
 
 
 @kernel("Tup(i8, f8)(F_1, f4_1w, i8, i8, f8, b1)")
@@ -305,11 +305,7 @@ def categorical(
     mask,
     has_mask,
     offs,
-    seed_lo,
-    seed_hi,
-    ctr_lo,
-    ctr_hi,
-    env_offset,
+    stream,
     deterministic,
     prevalidate,
     proto,
@@ -329,8 +325,8 @@ def categorical(
         side: dimension ``d`` owns columns ``offs[d]:offs[d+1]``.
     mask : [N, W] uint8, nonzero = allowed (ignored unless ``has_mask``).
     offs : [D + 1] int64 segment bounds.
-    seed_lo, seed_hi, ctr_lo, ctr_hi : 32-bit words of seed and counter.
-    env_offset : global index of row 0 (its stream id).
+    stream : the draws' stream record (:data:`fastppo.kernels.rng.STREAM`:
+        32-bit words of seed and counter, and the global index of row 0).
     prevalidate : run a validation pass first, so that nothing is written
         when a row is bad (the caller's ``out=`` buffers). When the outputs
         are fresh arrays the check rides along the sampling pass instead:
@@ -379,7 +375,7 @@ def categorical(
         for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
             i0 = c * CHUNK
             rows = min(n, i0 + CHUNK) - i0
-            chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
+            chunk_uniforms(stream, i0, rows, n_uni, u)
             n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A)
             _chunk_sample(width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp)
             if n_ok < rows:
@@ -397,11 +393,7 @@ def multi_categorical(
     mask,
     has_mask,
     offs,
-    seed_lo,
-    seed_hi,
-    ctr_lo,
-    ctr_hi,
-    env_offset,
+    stream,
     deterministic,
     prevalidate,
     proto,
@@ -442,7 +434,7 @@ def multi_categorical(
         u = np.zeros(CHUNK * (n_dim + 1), dtype=np.float64)
         i0 = c * CHUNK
         rows = min(n, i0 + CHUNK) - i0
-        chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_uni, u)
+        chunk_uniforms(stream, i0, rows, n_uni, u)
         for i in range(i0, i0 + rows):
             ok = _load_checked(x, i, kind, mask, has_mask, r)
             total = 0.0

@@ -82,8 +82,9 @@ def first_bad(bad):  # pragma: no cover - compiled
 
 
 @subroutine
-def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # pragma: no cover
-    """``u[k * CHUNK + i]`` = uniform ``k`` of env ``env0 + i``, for ``i < rows``, ``k < n_uni``.
+def chunk_uniforms(stream, i0, rows, n_uni, u):  # pragma: no cover - compiled
+    """``u[k * CHUNK + i]`` = uniform ``k`` of row ``i0 + i`` of ``stream``
+    (:data:`fastppo.kernels.rng.STREAM`), for ``i < rows``, ``k < n_uni``.
 
     Rows are the inner loop: the Philox rounds of different envs are
     independent, so LLVM runs several envs per vector register.
@@ -93,7 +94,7 @@ def chunk_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_uni, u):  # p
         u0 = u[2 * b * CHUNK : (2 * b + 1) * CHUNK]
         u1 = u[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
         for i in range(rows):
-            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
+            w0, w1, w2, w3 = env_block(stream, i0 + i, b)
             u0[i] = uniform53(w0, w1)
             u1[i] = uniform53(w2, w3)
 

@@ -39,7 +39,7 @@ from fastppo.kernels.chunks import (
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.fastmath import exp64, tanh64
-from fastppo.kernels.rng import box_muller32, env_block, normal_words
+from fastppo.kernels.rng import STREAM, box_muller32, env_block, normal_words
 from fastppo.kernels.squash import unsquash
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -98,9 +98,7 @@ def _gaussian_rows_ok(
     return -1
 
 
-@kernel_pair(
-    "i8(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w)", variants=STORAGE
-)
+@kernel_pair(f"i8(S_2, i8, S_2, i8, i8, i8, b1, {STREAM}, b1, b1, f4_2w, f4_1w)", variants=STORAGE)
 def gaussian(
     pm,
     mcol,
@@ -109,11 +107,7 @@ def gaussian(
     a_dim,
     kind,
     shared_std,
-    seed_lo,
-    seed_hi,
-    ctr_lo,
-    ctr_hi,
-    env_offset,
+    stream,
     squash,
     deterministic,
     act,
@@ -168,11 +162,7 @@ def gaussian(
             a_dim,
             kind,
             shared_std,
-            seed_lo,
-            seed_hi,
-            ctr_lo,
-            ctr_hi,
-            env_offset,
+            stream,
             squash,
             deterministic,
             act,
@@ -185,10 +175,8 @@ def gaussian(
 
 
 @subroutine
-def chunk_normals(
-    seed_lo, seed_hi, ctr_lo, ctr_hi, env0, rows, n_pair, ia, ib, zc, zs
-):  # pragma: no cover - compiled
-    """Box-Muller pairs ``p < n_pair`` of envs ``env0 + i``, ``i < rows``: cosines in
+def chunk_normals(stream, i0, rows, n_pair, ia, ib, zc, zs):  # pragma: no cover - compiled
+    """Box-Muller pairs ``p < n_pair`` of rows ``i0 + i``, ``i < rows``: cosines in
     ``zc[p * CHUNK + i]``, sines in ``zs[p * CHUNK + i]`` (``ia``/``ib`` scratch).
 
     Philox for every (block, env) of the chunk with envs innermost, then
@@ -204,7 +192,7 @@ def chunk_normals(
         ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
         ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
         for i in range(rows):
-            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env0 + i, b)
+            w0, w1, w2, w3 = env_block(stream, i0 + i, b)
             ia0[i], ib0[i] = normal_words(w0, w1)
             ia1[i], ib1[i] = normal_words(w2, w3)
     for p in range(n_pair):
@@ -217,7 +205,7 @@ def chunk_normals(
 
 
 @kernel(
-    "void(S_2, i8, S_2, i8, i8, i8, b1, i8, i8, i8, i8, i8, b1, b1, f4_2w, f4_1w, i8, f8_1, f8_1)",
+    f"void(S_2, i8, S_2, i8, i8, i8, b1, {STREAM}, b1, b1, f4_2w, f4_1w, i8, f8_1, f8_1)",
     variants=STORAGE,
 )
 def _gaussian_task(
@@ -228,11 +216,7 @@ def _gaussian_task(
     a_dim,
     kind,
     shared_std,
-    seed_lo,
-    seed_hi,
-    ctr_lo,
-    ctr_hi,
-    env_offset,
+    stream,
     squash,
     deterministic,
     act,
@@ -272,9 +256,7 @@ def _gaussian_task(
             zc[:] = 0.0
             zs[:] = 0.0
         else:
-            chunk_normals(
-                seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i0, rows, n_pair, ia, ib, zc, zs
-            )
+            chunk_normals(stream, i0, rows, n_pair, ia, ib, zc, zs)
         # then dimension by dimension with envs innermost: the normals are
         # read contiguously and the log-density accumulates per env in
         # ``lacc`` (same j order as a row loop, so the same float64 sums).

@@ -90,12 +90,20 @@ def uniform53(w_hi, w_lo):  # pragma: no cover - compiled
     return np.float64(((w_hi >> _S5) << _S26) | (w_lo >> _S6)) * _TWO_M53
 
 
+# The stream a batch draws from, one record so that its five same-typed words
+# cannot be swapped: ``(seed_lo, seed_hi, counter_lo, counter_hi, env_offset)``,
+# the 32-bit halves of Philox's key and counter and the global index of row 0.
+# Built by ``fastppo.sampling._common.stream`` (and the C entries).
+STREAM = "Tup(i8, i8, i8, i8, i8)"
+
+
 @inline
-def env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env, block):  # pragma: no cover
-    """Block ``block`` of env ``env``'s stream; all arguments are 32-bit ints."""
+def env_block(stream, i, block):  # pragma: no cover
+    """Block ``block`` of the stream of row ``i`` (env ``env_offset + i``)."""
+    seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset = stream
     return philox4x32_10(
         np.uint64(block),
-        np.uint64(env),
+        np.uint64(env_offset + i),
         np.uint64(ctr_lo),
         np.uint64(ctr_hi),
         np.uint64(seed_lo),
@@ -125,13 +133,12 @@ def philox_blocks(counters, keys, out):  # pragma: no cover - compiled
         out[i, 3] = np.uint32(w3)
 
 
-@kernel("void(i8, i8, i8, i8, i8, f8_2w)")
-def env_uniforms(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: no cover
+@kernel(f"void({STREAM}, f8_2w)")
+def env_uniforms(stream, out):  # pragma: no cover
     """``out[i, k]`` = uniform ``k`` of env ``env_offset + i``'s stream (float64 [N, K])."""
     for i in range(out.shape[0]):
-        env = env_offset + i
         for k in range(out.shape[1]):
-            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env, k // 2)
+            w0, w1, w2, w3 = env_block(stream, i, k // 2)
             if k % 2 == 0:
                 out[i, k] = uniform53(w0, w1)
             else:
@@ -289,8 +296,8 @@ def box_muller32(ia, ib):  # pragma: no cover - compiled
     return r * c, r * s
 
 
-@kernel("void(i8, i8, i8, i8, i8, f4_2w)")
-def env_normals(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: no cover
+@kernel(f"void({STREAM}, f4_2w)")
+def env_normals(stream, out):  # pragma: no cover
     """``out[i, k]`` = normal ``k`` of env ``env_offset + i`` (float32 [N, K]).
 
     Normal ``2p`` / ``2p + 1`` is the cosine / sine of Box-Muller pair ``p``:
@@ -299,7 +306,7 @@ def env_normals(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset, out):  # pragma: n
     """
     for i in range(out.shape[0]):
         for p in range((out.shape[1] + 1) // 2):
-            w0, w1, w2, w3 = env_block(seed_lo, seed_hi, ctr_lo, ctr_hi, env_offset + i, p // 2)
+            w0, w1, w2, w3 = env_block(stream, i, p // 2)
             if p % 2 == 0:
                 ia, ib = normal_words(w0, w1)
             else:

@@ -64,13 +64,14 @@ def _env_offset(fn: str, v: Any, n: int) -> int:
 
 def stream(
     fn: str, seed: Any, counter: Any, env_offset: Any, n: int, deterministic: Any
-) -> tuple[int, int, int, int, int, bool]:
+) -> tuple[tuple[int, int, int, int, int], bool]:
     """The stream arguments every sampler takes, checked, as its kernel takes them.
 
-    Returns ``(seed_lo, seed_hi, counter_lo, counter_hi, env_offset,
-    deterministic)``: ``seed`` and ``counter`` in ``[0, 2**64)`` split into
-    32-bit halves (Philox's key and counter words), ``env_offset`` such that
-    the ``n`` streams stay below ``2**32``. The plain case costs four type
+    Returns ``((seed_lo, seed_hi, counter_lo, counter_hi, env_offset),
+    deterministic)``, the first the kernels' stream record
+    (:data:`fastppo.kernels.rng.STREAM`): ``seed`` and ``counter`` in
+    ``[0, 2**64)`` split into 32-bit halves (Philox's key and counter words),
+    ``env_offset`` such that the ``n`` streams stay below ``2**32``. The plain case costs four type
     tests; anything else goes through the checks that raise the house errors.
     """
     if type(seed) is not int or not 0 <= seed < _U64_END:
@@ -81,7 +82,8 @@ def stream(
         env_offset = _env_offset(fn, env_offset, n)
     if deterministic is not False and deterministic is not True:
         deterministic = _flag(fn, "deterministic", deterministic)
-    return seed & _MASK32, seed >> 32, counter & _MASK32, counter >> 32, env_offset, deterministic
+    words = (seed & _MASK32, seed >> 32, counter & _MASK32, counter >> 32, env_offset)
+    return words, deterministic
 
 
 def _flag(fn: str, name: str, v: Any) -> bool:

@@ -112,7 +112,7 @@ def sample_categorical_bytes(
                 fn, "mask_buf", mask_buf, "uint8", n * a, f"{n} envs x {a} actions"
             ).reshape(n, a)
         )
-    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     act = np.empty(n, dtype=np.int64)
     logp = np.empty(n, dtype=np.float32)
     kern = (
@@ -126,11 +126,7 @@ def sample_categorical_bytes(
         _NOMASK_RO if m is None else m,
         m is not None,
         _offs1(a),
-        sl,
-        sh,
-        cl,
-        ch,
-        eo,
+        key,
         det,
         False,
         _P64 if dt == "float64" else _P32,
@@ -139,7 +135,7 @@ def sample_categorical_bytes(
     )
     if st >= 0:
         dec = _codec.decode(logits_buf, dt, (n, a), out_dtype="float64")
-        _bad_categorical(fn, dec, m, _offs1(a), st, eo, "logits_buf", "mask_buf")
+        _bad_categorical(fn, dec, m, _offs1(a), st, key[4], "logits_buf", "mask_buf")
     ab = act.tobytes() if adt == "int64" else _codec.encode_into(fn, "actions", act, adt).tobytes()
     return ab, logp.tobytes()
 
@@ -194,7 +190,7 @@ def sample_gaussian_bytes(
             f"{n} envs x [mean | log_std] of {a_dim}",
         ).reshape(n, 2 * a_dim)
     )
-    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     sq = _flag(fn, "squash", squash)
     act = np.empty((n, a_dim), dtype=np.float32)
     logp = np.empty(n, dtype=np.float32)
@@ -211,11 +207,7 @@ def sample_gaussian_bytes(
         a_dim,
         _KIND[dt],
         False,
-        sl,
-        sh,
-        cl,
-        ch,
-        eo,
+        key,
         sq,
         det,
         act,
@@ -228,7 +220,7 @@ def sample_gaussian_bytes(
             dec[:, :a_dim],
             dec[:, a_dim:],
             st,
-            eo,
+            key[4],
             ("params_buf (mean)", "params_buf (log_std)"),
         )
     ab = (

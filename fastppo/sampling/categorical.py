@@ -155,7 +155,7 @@ def sample_categorical(
             m = m.view(_U8)  # same bytes, nonzero = allowed
         elif m.dtype is not _U8:
             m = _mask2d(fn, m, x.shape)  # int8 -> uint8 view, or a TypeError
-    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     if out is None:
         act = np.empty(n, dtype=np.int64)
         logp = np.empty(n, dtype=np.float32)
@@ -177,11 +177,7 @@ def sample_categorical(
         mk,
         m is not None,
         offs,
-        sl,
-        sh,
-        cl,
-        ch,
-        eo,
+        key,
         det,
         out is not None,
         _P32 if f32 else _P64,
@@ -189,7 +185,7 @@ def sample_categorical(
         logp,
     )
     if st >= 0:
-        _bad_categorical(fn, x, m, offs, st, eo)
+        _bad_categorical(fn, x, m, offs, st, key[4])
     return act, logp
 
 
@@ -245,7 +241,7 @@ def sample_multi_categorical(
     offs = _nvec(fn, nvec, w)
     d = offs.shape[0] - 1
     m = None if mask is None else _mask2d(fn, mask, x.shape)
-    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     if out is None:
         act = np.empty((n, d), dtype=np.int64)
         logp = np.empty(n, dtype=np.float32)
@@ -265,11 +261,7 @@ def sample_multi_categorical(
         mk,
         m is not None,
         offs,
-        sl,
-        sh,
-        cl,
-        ch,
-        eo,
+        key,
         det,
         out is not None,
         _P32 if x.dtype == _F32 else _P64,
@@ -277,5 +269,5 @@ def sample_multi_categorical(
         logp,
     )
     if st >= 0:
-        _bad_categorical(fn, x, m, offs, st, eo)
+        _bad_categorical(fn, x, m, offs, st, key[4])
     return act, logp

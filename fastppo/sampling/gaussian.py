@@ -86,7 +86,7 @@ def sample_gaussian(
     fn = "sample_gaussian"
     mu, ls2 = gaussian_params(fn, mean, log_std)
     n, a_dim = mu.shape
-    sl, sh, cl, ch, eo, det = stream(fn, seed, counter, env_offset, n, deterministic)
+    key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     sq = _flag(fn, "squash", squash)
     if out is None:
         act = np.empty((n, a_dim), dtype=np.float32)
@@ -112,16 +112,12 @@ def sample_gaussian(
         a_dim,
         0 if mu.dtype == _F32 else 1,
         ls2.shape[0] == 1 and n != 1,
-        sl,
-        sh,
-        cl,
-        ch,
-        eo,
+        key,
         sq,
         det,
         act,
         logp,
     )
     if st >= 0:
-        _bad_gaussian(fn, mu, ls2, st, eo)
+        _bad_gaussian(fn, mu, ls2, st, key[4])
     return act, logp
