@@ -4,9 +4,9 @@ Suite authors write ``bench/test_bench_<topic>.py``::
 
     import pytest
 
-    from fastppo._bench.pytest_glue import suite_params
+    from fastppo_bench.pytest_glue import suite_params
 
-    @pytest.mark.parametrize("fn", suite_params("fastppo._bench.suites.<topic>"))
+    @pytest.mark.parametrize("fn", suite_params("fastppo_bench.suites.<topic>"))
     def test_bench(benchmark, fn):
         benchmark(fn)
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastppo._bench.pytest_glue import ensure_checked, suite_params
+from fastppo_bench.pytest_glue import ensure_checked, suite_params
 
 __all__ = ["suite_params"]
 

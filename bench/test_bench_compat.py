@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from fastppo._bench.pytest_glue import suite_params
+from fastppo_bench.pytest_glue import suite_params
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.mark.parametrize("fn", suite_params("fastppo._bench.suites.compat"))
+@pytest.mark.parametrize("fn", suite_params("fastppo_bench.suites.compat"))
 def test_bench(benchmark, fn) -> None:  # type: ignore[no-untyped-def]
     benchmark(fn)

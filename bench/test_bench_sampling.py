@@ -1,6 +1,6 @@
 """pytest-benchmark view of the sampling suite.
 
-One parameter per (group, impl) of ``fastppo._bench.suites.sampling``: masked
+One parameter per (group, impl) of ``fastppo_bench.suites.sampling``: masked
 categorical [4096x18] and [1x4] (per-call overhead), Gaussian [4096x6] against
 the vectorised numpy formulation and torch.distributions (skipped with
 "not installed" when torch is absent), and the bfloat16 byte-buffer sampler
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastppo._bench.pytest_glue import suite_params
+from fastppo_bench.pytest_glue import suite_params
 
 
-@pytest.mark.parametrize("fn", suite_params("fastppo._bench.suites.sampling", quick=True))
+@pytest.mark.parametrize("fn", suite_params("fastppo_bench.suites.sampling", quick=True))
 def test_bench(benchmark, fn) -> None:  # type: ignore[no-untyped-def]
     benchmark(fn)

@@ -1,6 +1,6 @@
 """pytest-benchmark view of the running-statistics suite.
 
-One parameter per (group, impl) of ``fastppo._bench.suites.stats``: numpy
+One parameter per (group, impl) of ``fastppo_bench.suites.stats``: numpy
 (np.mean/np.var + Chan merge) as the baseline, Numba serial and parallel, the
 Cython ``Updater`` and the public ``RunningMeanStd.update``. Each group's impls
 are checked equal before the first is timed (bench/conftest.py).
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastppo._bench.pytest_glue import suite_params
+from fastppo_bench.pytest_glue import suite_params
 
 
-@pytest.mark.parametrize("fn", suite_params("fastppo._bench.suites.stats", quick=False))
+@pytest.mark.parametrize("fn", suite_params("fastppo_bench.suites.stats", quick=False))
 def test_bench(benchmark, fn) -> None:  # type: ignore[no-untyped-def]
     benchmark(fn)

@@ -1,7 +1,7 @@
 """``fastppo`` command line: argument parsing -> config -> trainer/runner. No logic here.
 
 Sections: ``train``/``eval`` (owned with fastppo.ppo) and ``bench`` (owned with
-fastppo._bench). Each ``_add_*`` function declares its arguments and sets
+fastppo_bench). Each ``_add_*`` function declares its arguments and sets
 ``func`` to the entry point that does the work.
 """
 
@@ -29,7 +29,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     )
 
     def run(ns: argparse.Namespace) -> int:
-        from fastppo._bench.runner import main as bench_main
+        from fastppo_bench.runner import main as bench_main
 
         return bench_main(
             quick=ns.quick, full=ns.full, out=ns.out, only=ns.only, startup=ns.startup

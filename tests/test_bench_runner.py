@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 from fastppo import cli
-from fastppo._bench import pytest_glue, runner, timing
-from fastppo._bench.core import Group
+from fastppo_bench import pytest_glue, runner, timing
+from fastppo_bench.core import Group
 
 FAKE = "fastppo_test_fake_suite"
-MISSING = "fastppo._bench.suites.does_not_exist_yet"
+MISSING = "fastppo_bench.suites.does_not_exist_yet"
 
 
 def spin(ns: int) -> Callable[[], int]:
@@ -501,7 +501,7 @@ def test_bench_conftest_under_pytest_benchmark(
     )
     pytester.makepyfile(
         fastppo_test_glue_suite="""
-        from fastppo._bench.core import Group
+        from fastppo_bench.core import Group
         def check(res):
             assert res["a"] == res["b"], "disagree"
         def groups(quick, full=False):

@@ -18,7 +18,7 @@ PEERS = ("stable_baselines3", "torch", "tianshou", "torchrl", "jax")
 def test_importing_the_adapters_imports_no_framework() -> None:
     code = (
         "import sys, fastppo.compat, fastppo.compat.sb3, fastppo.compat.cleanrl, "
-        "fastppo.compat.gym, fastppo._bench.suites.compat\n"
+        "fastppo.compat.gym, fastppo_bench.suites.compat\n"
         f"print(sorted(m for m in {PEERS!r} if m in sys.modules))"
     )
     out = subprocess.run(
@@ -50,7 +50,7 @@ def test_buffer_without_sb3_names_the_install(monkeypatch: pytest.MonkeyPatch) -
 def test_suite_reports_missing_peers_as_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from fastppo._bench.suites import compat as suite
+    from fastppo_bench.suites import compat as suite
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

@@ -1,13 +1,13 @@
 """The comparison runner behind ``fastppo bench``.
 
-For every group that the suites declare (see :class:`fastppo._bench.core.Group`):
+For every group that the suites declare (see :class:`fastppo_bench.core.Group`):
 
 1. call every runnable impl once -- this compiles Numba code and warms caches,
    so no JIT time is ever timed;
 2. run ``group.check`` on those results: impls that disagree are a hard error
    (the group is not timed, the run exits non-zero and names the group);
 3. time the impls in interleaved rounds and report the median per call
-   (:mod:`fastppo._bench.timing`), and ratio = baseline median / impl median,
+   (:mod:`fastppo_bench.timing`), and ratio = baseline median / impl median,
    both from the same run.
 
 Then it measures start-up latency in fresh interpreters (``import fastppo``,
@@ -31,15 +31,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from fastppo._bench.core import Group
-from fastppo._bench.timing import DEFAULT, FULL, QUICK, Budget, format_time, time_interleaved
+from fastppo_bench.core import Group
+from fastppo_bench.timing import DEFAULT, FULL, QUICK, Budget, format_time, time_interleaved
 
 SUITES: tuple[str, ...] = (
-    "fastppo._bench.suites.advantages",
-    "fastppo._bench.suites.stats",
-    "fastppo._bench.suites.sampling",
-    "fastppo._bench.suites.compat",
-    "fastppo._bench.suites.forms",
+    "fastppo_bench.suites.advantages",
+    "fastppo_bench.suites.stats",
+    "fastppo_bench.suites.sampling",
+    "fastppo_bench.suites.compat",
+    "fastppo_bench.suites.forms",
 )
 
 SCHEMA_VERSION = 1

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from fastppo._bench.core import Group
+from fastppo_bench.core import Group
 
 TORCH_MISSING = "not installed: pip install torch==2.13.0 (the bench extra)"
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fastppo._bench.core import Group
+from fastppo_bench.core import Group
 
 Sizes = list[tuple[tuple[int, ...], Any]]
 SMALL: Sizes = [((8, 4), np.float32), ((16, 17), np.float32)]

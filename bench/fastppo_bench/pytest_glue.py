@@ -1,12 +1,12 @@
 """Turn a suite's groups into pytest-benchmark parameters (used by ``bench/``).
 
-The suites under :mod:`fastppo._bench.suites` declare groups once; ``fastppo
+The suites under :mod:`fastppo_bench.suites` declare groups once; ``fastppo
 bench`` times them with its own runner, and ``pytest bench/`` times the same
 callables with pytest-benchmark::
 
-    from fastppo._bench.pytest_glue import suite_params
+    from fastppo_bench.pytest_glue import suite_params
 
-    @pytest.mark.parametrize("fn", suite_params("fastppo._bench.suites.advantages"))
+    @pytest.mark.parametrize("fn", suite_params("fastppo_bench.suites.advantages"))
     def test_bench(benchmark, fn):
         benchmark(fn)
 
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastppo._bench.core import Group
+from fastppo_bench.core import Group
 
 
 @dataclass
@@ -50,7 +50,7 @@ def suite_params(module_name: str, quick: bool = True, full: bool = False) -> li
     Parameters
     ----------
     module_name : str
-        Suite module, e.g. ``"fastppo._bench.suites.advantages"``; it defines
+        Suite module, e.g. ``"fastppo_bench.suites.advantages"``; it defines
         ``groups(quick, full=False) -> list[Group]``.
     quick, full : bool
         Passed to ``groups``: quick means the small sizes.

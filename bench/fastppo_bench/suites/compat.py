@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from fastppo._bench.core import Group
+from fastppo_bench.core import Group
 
 GAMMA, LAM = 0.99, 0.95
 RHO_BAR, C_BAR = 1.0, 1.0

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fastppo._bench.core import Group
+from fastppo_bench.core import Group
 
 TARGET = "every form within 1.5x of the best (ratio >= 0.67)"
 
