@@ -128,32 +128,36 @@ def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cove
     """
     base = i0 * width
     cnt = rows * width
+    # views indexed from 0: an index from base keeps Numba's negative-index
+    # wrap and the loops stay scalar
+    xs = xf[base : base + cnt]
+    ms = mf[base : base + cnt] if has_mask else mf[0:0]
     one = np.uint8(1)
     two = np.uint8(2)
     # one loop per (kind, mask) pair, as in _chunk_load, so each vectorises
     if kind == KIND_F16 and has_mask:
         for k in range(cnt):
-            v = f16_to_f32(xf[base + k])
-            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
+            v = f16_to_f32(xs[k])
+            F[k] = one * ((v > -_INF32) & (ms[k] != 0)) | two * (not (v < _INF32))
     elif kind == KIND_F16:
         for k in range(cnt):
-            v = f16_to_f32(xf[base + k])
+            v = f16_to_f32(xs[k])
             F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     elif kind == KIND_BF16 and has_mask:
         for k in range(cnt):
-            v = bf16_to_f32(xf[base + k])
-            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
+            v = bf16_to_f32(xs[k])
+            F[k] = one * ((v > -_INF32) & (ms[k] != 0)) | two * (not (v < _INF32))
     elif kind == KIND_BF16:
         for k in range(cnt):
-            v = bf16_to_f32(xf[base + k])
+            v = bf16_to_f32(xs[k])
             F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     elif has_mask:
         for k in range(cnt):
-            v = xf[base + k]
-            F[k] = one * ((v > -_INF32) & (mf[base + k] != 0)) | two * (not (v < _INF32))
+            v = xs[k]
+            F[k] = one * ((v > -_INF32) & (ms[k] != 0)) | two * (not (v < _INF32))
     else:
         for k in range(cnt):
-            v = xf[base + k]
+            v = xs[k]
             F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
     for i in range(rows):
         o = i * width
@@ -292,10 +296,12 @@ def _chunk_sample(
     # 5. log-probabilities: (l_a - m) - log(s), log s by log32 (8 per instruction)
     for i in range(rows):
         T[i] = log32(np.float32(S[i]))
+    ao = act[i0 : i0 + n_ok]  # indexed from 0: no negative-index wrap
+    lo = logp[i0 : i0 + n_ok]
     for i in range(n_ok):
         a = A[i]
-        act[i0 + i] = a
-        logp[i0 + i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
+        ao[i] = a
+        lo[i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
 
 
 @kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)

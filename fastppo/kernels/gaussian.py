@@ -59,15 +59,17 @@ def _cols_below(x, col, a_dim, kind, i0, i1, bound):  # pragma: no cover - compi
     w = x.shape[1]
     bad = False
     if col == 0 and w == a_dim:
-        xf = x.reshape(x.shape[0] * w)
+        # a view indexed from 0: a loop from i0 * w keeps Numba's
+        # negative-index wrap and stays scalar (2.6x slower here)
+        xf = x.reshape(x.shape[0] * w)[i0 * w : i1 * w]
         if kind == KIND_F16:
-            for k in range(i0 * w, i1 * w):
+            for k in range(xf.shape[0]):
                 bad |= not (abs(f16_to_f32(xf[k])) < bound)
         elif kind == KIND_BF16:
-            for k in range(i0 * w, i1 * w):
+            for k in range(xf.shape[0]):
                 bad |= not (abs(bf16_to_f32(xf[k])) < bound)
         else:
-            for k in range(i0 * w, i1 * w):
+            for k in range(xf.shape[0]):
                 bad |= not (abs(xf[k]) < bound)
     else:
         for i in range(i0, i1):
@@ -318,8 +320,9 @@ def _gaussian_task(
                     zj = np.float64(zv[i])
                     actj[i] = mu[i] + sd[i] * zj
                     lacc[i] += -0.5 * zj * zj - ls[i] - HALF_LOG_2PI
+        lo = logp[i0 : i0 + rows]  # indexed from 0: no negative-index wrap
         for i in range(rows):
-            logp[i0 + i] = lacc[i]
+            lo[i] = lacc[i]
 
 
 gaussian_serial, gaussian_parallel = gaussian
