@@ -102,17 +102,27 @@ def rollout(
 
 
 @inline
-def _row_bad(row):  # pragma: no cover - compiled
-    """1 if a contiguous row holds a NaN or +-inf, else 0.
+def _row_bad(x):  # pragma: no cover - compiled
+    """1 if the contiguous 1-D ``x`` holds a NaN or +-inf, else 0.
 
-    ``x - x`` is 0 for finite ``x`` and NaN otherwise. OR-ing the comparisons
-    into an int32 is a vectorised reduction without fastmath that keeps up
-    with memory (an int64 count does not: 30% slower here).
+    ``x * 0`` is 0 for finite ``x`` and NaN otherwise, so the sum of those is
+    0 or NaN. The callers compile with fastmath ``reassoc`` (which keeps NaN
+    and inf semantics), so the sum is a vectorised reduction: it streams at
+    the speed of a copy, where OR-ing comparisons into an int32 ran at 0.45x
+    (znver3: rewards + values of [2048x256] float32, 72 vs 160 us).
     """
-    bad = np.int32(0)
-    for n in range(row.shape[0]):
-        bad |= np.int32((row[n] - row[n]) != 0)
-    return bad
+    z = x.dtype.type(0)
+    acc = z
+    for n in range(x.shape[0]):
+        acc += x[n] * z
+    return np.int32(acc != z)
+
+
+@inline
+def _rows_bad(a, t0, t1):  # pragma: no cover - compiled
+    """:func:`_row_bad` of rows ``t0:t1`` of the C-contiguous 2-D ``a``, as one flat run."""
+    w = a.shape[1]
+    return _row_bad(a.reshape(a.shape[0] * w)[t0 * w : t1 * w])
 
 
 @inline
@@ -125,13 +135,14 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
     return bad
 
 
-@kernel(f"i8({ROLLOUT}, b1, b1, i8, i8, i8)")
+@kernel(f"i8({ROLLOUT}, b1, b1, i8, i8, i8)", fastmath=frozenset({"reassoc"}))
 def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover - compiled
     """Bit mask (bit ``code``) of the inputs with a non-finite entry in rows ``t0:t1``.
 
-    All arrays are checked row by row together, forwards: the last rows
-    checked are the first the backward sweep reads, and they are still in
-    cache when it starts.
+    All arrays are checked together, forwards, ``CHUNK`` rows at a time (each
+    array's rows of a chunk are one contiguous run): the last rows checked
+    are the first the backward sweep reads, and they are still in cache when
+    it starts. ``reassoc``: see :func:`_row_bad`.
     """
     rewards, values, _, final_values, terminated, truncated, _, behavior_logp, target_logp = ro
     bad_r = np.int32(0)
@@ -140,15 +151,17 @@ def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover -
     bad_t = np.int32(0)
     bad_f = np.int32(0)
     check_final = ((options & HAS_TRUNC) != 0) and ((options & HAS_FINAL) != 0)
-    for t in range(t0, t1):
-        bad_r |= _row_bad(rewards[t])
+    for c0 in range(t0, t1, CHUNK):
+        c1 = min(t1, c0 + CHUNK)
+        bad_r |= _rows_bad(rewards, c0, c1)
         if has_values:
-            bad_v |= _row_bad(values[t])
+            bad_v |= _rows_bad(values, c0, c1)
         if has_logp:
-            bad_b |= _row_bad(behavior_logp[t])
-            bad_t |= _row_bad(target_logp[t])
+            bad_b |= _rows_bad(behavior_logp, c0, c1)
+            bad_t |= _rows_bad(target_logp, c0, c1)
         if check_final:
-            bad_f |= _row_bad_final(terminated[t], truncated[t], final_values[t])
+            for t in range(c0, c1):
+                bad_f |= _row_bad_final(terminated[t], truncated[t], final_values[t])
     mask = 0
     if bad_r:
         mask |= 1 << BAD_REWARDS
@@ -173,7 +186,7 @@ def parts(T, nblocks):  # pragma: no cover - compiled
     return max(1, min(T, max(VALIDATE_PARTS, nblocks)))
 
 
-@kernel("i8(i8_1, F_1)")
+@kernel("i8(i8_1, F_1)", fastmath=frozenset({"reassoc"}))
 def status(masks, last_values):  # pragma: no cover - compiled
     """The lowest code of a non-finite input (OK if none) from the parts' masks.
 
