@@ -62,8 +62,50 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes in the final report")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    al = p.add_argument_group(
+        "actor-learner", "collect with N asynchronous actors (IMPALA-style) instead of one process"
+    )
+    al.add_argument("--actors", type=int, default=None, metavar="N", help="number of actors")
+    al.add_argument(
+        "--backend",
+        choices=("threads", "processes", "ray"),
+        default=None,
+        help="where the actors run (default threads; needs --actors)",
+    )
+    al.add_argument(
+        "--address", default=None, metavar="ADDR", help="Ray cluster to join (with --backend ray)"
+    )
 
     def run(ns: argparse.Namespace) -> int:
+        if ns.actors is None:
+            for flag, value in (("--backend", ns.backend), ("--address", ns.address)):
+                if value is not None:
+                    p.error(f"{flag} needs --actors N")
+        else:
+            if ns.actors < 1:
+                p.error(f"--actors must be >= 1, got {ns.actors}")
+            if ns.resume or ns.n_envs is not None:
+                p.error(
+                    f"{'--resume' if ns.resume else '--n-envs'} is not available with --actors "
+                    "(each actor owns one env; an actor-learner run saves at its end)"
+                )
+            if ns.address is not None and ns.backend != "ray":
+                p.error("--address needs --backend ray")
+            from fastppo.actor_learner.train import train_main as actors_main
+
+            return actors_main(
+                ns.env_id,
+                actors=ns.actors,
+                backend=ns.backend or "threads",
+                address=ns.address,
+                total_timesteps=ns.total_timesteps,
+                seed=ns.seed,
+                out=ns.out,
+                config_file=ns.config,
+                overrides=ns.set,
+                eval_episodes=ns.eval_episodes,
+                quiet=ns.quiet,
+            )
         from fastppo.ppo.run import train_main
 
         return train_main(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fastppo.actor_learner.actor import (
@@ -39,6 +40,7 @@ def run(
     *,
     policy_fn: PolicyFn | None = None,
     address: str | None = None,
+    callback: Callable[[ActorLearnerReport], Any] | None = None,
     _update_fn: Any = None,
     _batch_fn: Any = None,
 ) -> tuple[Any, ActorLearnerReport]:
@@ -64,6 +66,11 @@ def run(
         must pickle for ``processes`` and ``ray``.
     address : str, optional
         Ray cluster to join; overrides ``config.ray_address``.
+    callback : callable, optional
+        ``callback(report)`` after every update, with the run's
+        :class:`ActorLearnerReport` so far (``report.history[-1]`` holds the
+        update's metrics); returning ``False`` ends the run after that update
+        (``fastppo train --actors`` draws its progress bar and logs from it).
     _update_fn, _batch_fn : callable, optional
         Test hooks replacing ``ppo_update`` and ``RolloutBatch`` (not public API).
 
@@ -131,16 +138,17 @@ def run(
         blob = learner.broadcast_resumed()
         actors = {i: incarnations[i] for i in learner.live_ids()}
         be.start(blob, learner.version, learner.updates * cfg.num_steps, actors)
-        _loop(cfg, learner, be)
+        _loop(cfg, learner, be, callback)
     finally:
         learner.report.elapsed_s = time.monotonic() - t0
         be.shutdown()
     return policy, learner.report
 
 
-def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any) -> None:
+def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any, callback: Any) -> None:
     last_progress = time.monotonic()
-    while not learner.done():
+    stop = False
+    while not learner.done() and not stop:
         for ev in be.poll(cfg.failure_poll_s):
             if isinstance(ev, Chunk):
                 learner.receive(ev)
@@ -159,6 +167,9 @@ def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any) -> None:
                 from fastppo.actor_learner import checkpoint
 
                 checkpoint.save(learner, cfg.checkpoint_dir)  # type: ignore[arg-type]
+            if callback is not None and callback(learner.report) is False:
+                stop = True
+                break
         if time.monotonic() - last_progress > cfg.stall_timeout_s:
             raise TimeoutError(
                 f"run: no update completed in {cfg.stall_timeout_s} s "

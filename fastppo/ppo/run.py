@@ -83,9 +83,13 @@ def build_config(
     seed: int | None = None,
     total_timesteps: int | None = None,
     n_envs: int | None = None,
+    drop_defaults: Sequence[str] = (),
 ) -> tuple[PPOConfig, int]:
-    """Merge the layers into a validated config and the step budget."""
+    """Merge the layers into a validated config and the step budget
+    (``drop_defaults``: per-env default fields left out)."""
     merged: dict[str, Any] = env_defaults(env_id)
+    for k in drop_defaults:
+        merged.pop(k, None)
     if config_file:
         merged.update(load_config_file(config_file))
     merged.update(parse_overrides(overrides))
@@ -157,44 +161,75 @@ def train_main(
         "(the first run compiles the Numba kernels; later runs load them from the cache)",
         file=stream,
     )
-    jsonl_path = os.path.join(out, "metrics.jsonl")
-    csv_path = os.path.join(out, "metrics.csv")
-    mode = "a" if resume else "w"
-    from tqdm import tqdm
-
-    progress = tqdm(
-        total=steps,
-        initial=trainer.num_timesteps,
-        unit="step",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=quiet,
-        dynamic_ncols=True,
-        mininterval=0.5 if sys.stderr.isatty() else 5.0,
-    )
     t0 = time.perf_counter()
-    with progress, open(jsonl_path, mode) as jf, open(csv_path, mode, newline="") as cf:
-        writer: csv.DictWriter[str] | None = None
-
-        def on_update(rec: dict[str, Any]) -> None:
-            nonlocal writer
-            jf.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}) + "\n")
-            if writer is None:
-                writer = csv.DictWriter(cf, fieldnames=list(rec))
-                if cf.tell() == 0:
-                    writer.writeheader()
-            writer.writerow(rec)
-            progress.set_postfix(
-                {"return(last 20)": f"{trainer.recent_return():.1f}"}, refresh=False
-            )
-            # the last rollout may overshoot the target: the bar stops at it
-            progress.update(min(rec["global_step"], steps) - progress.n)
-
+    with RunLog(out, steps, trainer.num_timesteps, quiet, append=resume) as log:
         try:
-            trainer.learn(steps, callback=on_update)
+            trainer.learn(steps, callback=lambda rec: log.write(rec, trainer.recent_return()))
         except KeyboardInterrupt:
             print("\ninterrupted: saving what was trained so far", file=stream)
-    wall = time.perf_counter() - t0
+    return finish(trainer, env_id, out, time.perf_counter() - t0, eval_episodes, stream)
+
+
+class RunLog:
+    """One run's metrics.jsonl and metrics.csv (a record per update) and its
+    tqdm progress bar on stderr (``quiet``: none); ``append`` continues the
+    files of a resumed run."""
+
+    def __init__(self, out: str, steps: int, initial: int, quiet: bool, append: bool) -> None:
+        from tqdm import tqdm
+
+        mode = "a" if append else "w"
+        self.steps = steps
+        self.progress = tqdm(
+            total=steps,
+            initial=initial,
+            unit="step",
+            unit_scale=True,
+            file=sys.stderr,
+            disable=quiet,
+            dynamic_ncols=True,
+            mininterval=0.5 if sys.stderr.isatty() else 5.0,
+        )
+        # closed in __exit__
+        self.jf = open(os.path.join(out, "metrics.jsonl"), mode)
+        self.cf = open(os.path.join(out, "metrics.csv"), mode, newline="")
+        self.writer: csv.DictWriter[str] | None = None
+
+    def write(self, rec: dict[str, Any], recent_return: float) -> None:
+        """Log one update's record; ``global_step`` moves the bar."""
+        self.jf.write(json.dumps({k: _jsonable(v) for k, v in rec.items()}) + "\n")
+        if self.writer is None:
+            # the first record's columns; a metric that appears later (say a
+            # V-trace statistic) is in the JSONL only
+            self.writer = csv.DictWriter(self.cf, fieldnames=list(rec), extrasaction="ignore")
+            if self.cf.tell() == 0:
+                self.writer.writeheader()
+        self.writer.writerow(rec)
+        self.progress.set_postfix({"return(last 20)": f"{recent_return:.1f}"}, refresh=False)
+        # the last rollout may overshoot the target: the bar stops at it
+        self.progress.update(min(rec["global_step"], self.steps) - self.progress.n)
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.close()
+        self.jf.close()
+        self.cf.close()
+
+
+def finish(
+    trainer: Any,
+    env_id: str,
+    out: str,
+    wall: float,
+    eval_episodes: int,
+    stream: TextIO,
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Save the checkpoint, evaluate, draw the curve, write report.json
+    (``extra`` added to it) and print the final report."""
+    config = trainer.config
     trainer.save(out)
     report = trainer.evaluate(n_episodes=eval_episodes)
     trainer.close()
@@ -209,6 +244,7 @@ def train_main(
         "recent_train_return": _jsonable(trainer.recent_return()),
         "eval": report,
         "config": config.to_dict(),
+        **(extra or {}),
     }
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(summary, f, indent=1)
