@@ -62,6 +62,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes in the final report")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write TensorBoard event files to the run directory "
+        '(pip install "fastppo[tensorboard]")',
+    )
     al = p.add_argument_group(
         "actor-learner", "collect with N asynchronous actors (IMPALA-style) instead of one process"
     )
@@ -105,6 +111,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                 overrides=ns.set,
                 eval_episodes=ns.eval_episodes,
                 quiet=ns.quiet,
+                tensorboard=ns.tensorboard,
             )
         from fastppo.ppo.run import train_main
 
@@ -119,6 +126,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
             eval_episodes=ns.eval_episodes,
             resume=ns.resume,
             quiet=ns.quiet,
+            tensorboard=ns.tensorboard,
         )
 
     p.set_defaults(func=run)

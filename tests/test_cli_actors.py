@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 
+import numpy as np
 import pytest
 
 pytest.importorskip("gymnasium")
@@ -93,3 +95,47 @@ def test_actor_flags_refused(args, message, capsys):
         main(["train", "CartPole-v1", *args])
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def _scalars(logdir) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in ``logdir``'s event files, read back by TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize("actors", [None, "2"])
+def test_tensorboard_holds_the_csv_metrics(tmp_path, actors):
+    """--tensorboard: one scalar per numeric metrics.csv column, at each update's global_step."""
+    pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    import csv
+
+    out = tmp_path / "run"
+    args = ["train", "CartPole-v1", "--total-timesteps", "512", "--out", str(out), "--quiet"]
+    args += ["--eval-episodes", "1", "--tensorboard"] + (["--actors", actors] if actors else [])
+    assert main(args) == 0
+    assert list(out.glob("events.out.tfevents.*"))
+    with (out / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    tb = _scalars(out)
+    for key in ("losses/policy_loss", "losses/value_loss", "losses/approx_kl", "charts/SPS"):
+        assert [s for s, _ in tb[key]] == [int(r["global_step"]) for r in rows]
+        # float32 in the event file
+        np.testing.assert_allclose(
+            [v for _, v in tb[key]], [float(r[key]) for r in rows], rtol=1e-6
+        )
+    numeric = {k for k in rows[0] if k != "global_step"}
+    assert numeric <= set(tb), numeric - set(tb)
+
+
+def test_tensorboard_without_its_extra_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    out = tmp_path / "run"
+    with pytest.raises(ImportError, match=r'pip install "fastppo\[tensorboard\]"'):
+        main(
+            ["train", "CartPole-v1", "--total-timesteps", "256", "--out", str(out), "--tensorboard"]
+        )
+    assert not (out / "checkpoint.npz").exists()

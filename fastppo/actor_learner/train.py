@@ -46,6 +46,7 @@ def train_main(
     overrides: Sequence[str] = (),
     eval_episodes: int = 10,
     quiet: bool = False,
+    tensorboard: bool = False,
 ) -> int:
     """Train ``env_id`` with ``actors`` asynchronous actors; log, save, evaluate, report."""
     from fastppo.actor_learner.config import ActorLearnerConfig
@@ -113,7 +114,7 @@ def train_main(
         }
         log.write(rec, trainer.recent_return())
 
-    with RunLog(out, steps, 0, quiet, append=False) as log:
+    with RunLog(out, steps, 0, quiet, False, tensorboard) as log:
         try:
             policy, report = run(env_id, al, config, callback=on_update)
         except KeyboardInterrupt:

@@ -125,8 +125,10 @@ def train_main(
     eval_episodes: int = 10,
     resume: bool = False,
     quiet: bool = False,
+    tensorboard: bool = False,
 ) -> int:
-    """Train, log metrics (JSONL + CSV), save a checkpoint, plot the curve, print a report."""
+    """Train, log metrics (JSONL + CSV, and TensorBoard with ``tensorboard``), save a
+    checkpoint, plot the curve, print a report."""
     from fastppo.ppo.trainer import PPOTrainer
 
     stream = sys.stdout
@@ -162,7 +164,7 @@ def train_main(
         file=stream,
     )
     t0 = time.perf_counter()
-    with RunLog(out, steps, trainer.num_timesteps, quiet, append=resume) as log:
+    with RunLog(out, steps, trainer.num_timesteps, quiet, resume, tensorboard) as log:
         try:
             trainer.learn(steps, callback=lambda rec: log.write(rec, trainer.recent_return()))
         except KeyboardInterrupt:
@@ -170,14 +172,31 @@ def train_main(
     return finish(trainer, env_id, out, time.perf_counter() - t0, eval_episodes, stream)
 
 
-class RunLog:
-    """One run's metrics.jsonl and metrics.csv (a record per update) and its
-    tqdm progress bar on stderr (``quiet``: none); ``append`` continues the
-    files of a resumed run."""
+#: What ``--tensorboard`` needs, said by its ImportError.
+TENSORBOARD_HINT = 'pip install "fastppo[tensorboard]" (tensorboardX)'
 
-    def __init__(self, out: str, steps: int, initial: int, quiet: bool, append: bool) -> None:
+
+class RunLog:
+    """One run's metrics.jsonl and metrics.csv (a record per update), its tqdm
+    progress bar on stderr (``quiet``: none) and, with ``tensorboard``,
+    TensorBoard event files in ``out`` holding the same records (each numeric
+    metric a scalar under its CSV name, at ``global_step``); ``append``
+    continues the files of a resumed run."""
+
+    def __init__(
+        self, out: str, steps: int, initial: int, quiet: bool, append: bool, tensorboard: bool
+    ) -> None:
         from tqdm import tqdm
 
+        self.tb: Any = None
+        if tensorboard:  # before anything is trained: a missing extra fails at once
+            try:
+                from tensorboardX import SummaryWriter
+            except ImportError as e:
+                raise ImportError(
+                    f"{_FN} --tensorboard: event files need tensorboardX; {TENSORBOARD_HINT}"
+                ) from e
+            self.tb = SummaryWriter(logdir=out)
         mode = "a" if append else "w"
         self.steps = steps
         self.progress = tqdm(
@@ -205,6 +224,11 @@ class RunLog:
             if self.cf.tell() == 0:
                 self.writer.writeheader()
         self.writer.writerow(rec)
+        if self.tb is not None:
+            step = int(rec["global_step"])
+            for k, v in rec.items():
+                if k != "global_step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self.tb.add_scalar(k, v, step)
         self.progress.set_postfix({"return(last 20)": f"{recent_return:.1f}"}, refresh=False)
         # the last rollout may overshoot the target: the bar stops at it
         self.progress.update(min(rec["global_step"], self.steps) - self.progress.n)
@@ -213,6 +237,8 @@ class RunLog:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.tb is not None:
+            self.tb.close()
         self.progress.close()
         self.jf.close()
         self.cf.close()
