@@ -118,3 +118,21 @@ def test_ray_death_of_an_idle_actor_is_seen(local_ray: None) -> None:
     finally:
         be.shutdown()
     assert _resources_back()
+
+
+@pytest.mark.parametrize(
+    ("kw", "why"),
+    [
+        ({"num_actors": 3}, "they need 3 CPUs in bundles of 1"),  # 3 actors, 2 CPUs
+        ({"ray_placement": "STRICT_SPREAD"}, "STRICT_SPREAD needs 2 nodes"),  # one node
+    ],
+)
+def test_ray_placement_that_cannot_fit_is_refused_at_once(
+    local_ray: None, kw: dict[str, object], why: str
+) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"cannot be placed: " + why) as e:
+        _run(**kw)
+    assert "the cluster has 1 alive node(s)" in str(e.value) and ": 2 CPU)" in str(e.value)
+    assert time.monotonic() - t0 < 30  # seconds, not the 2-minute placement-group wait
+    assert _resources_back()

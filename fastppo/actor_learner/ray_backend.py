@@ -12,7 +12,8 @@ Needs the optional extra: ``pip install "fastppo[ray]"``.
   actor never idles while the learner handles the previous chunk; a Ray actor
   runs its calls in submission order, and the learner checks the step indices.
 * Weights live in a weight-store actor as broadcast bytes (the documented
-  ``wire`` format, not pickled objects). An actor pulls from it at the start
+  ``wire`` format, not pickled objects), pinned to the driver's node: losing
+  any other node never loses the weights. An actor pulls from it at the start
   of every call, and every ``PULL_EVERY`` steps inside one, when the store
   holds a newer version.
 * The staleness valve is applied by the learner when it sizes each call: it
@@ -34,6 +35,7 @@ from typing import Any
 
 from fastppo.actor_learner.actor import ActorCore, Chunk, EnvFn, Failure, PolicyFn, Spec
 from fastppo.actor_learner.config import ActorLearnerConfig, step_allowance
+from fastppo.actor_learner.placement import check_placement
 
 GET_TIMEOUT_S = 60.0
 PG_TIMEOUT_S = 120.0
@@ -70,6 +72,11 @@ class WeightStore:
         if self.version > have and self.blob is not None:
             return self.version, self.blob
         return None
+
+    def node(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
 
 
 class RayActor:
@@ -211,7 +218,17 @@ class RayBackend:
         self.owner: dict[Any, tuple[int, int, int]] = {}  # ref -> (actor, incarnation, seq)
         self.seq = 0
         self.pg: Any = None
-        self.store = ray.remote(num_cpus=0)(WeightStore).remote()
+        # The store lives on the driver's node (hard node affinity): the
+        # learner is the one process a run cannot lose, so the store shares
+        # its fate instead of adding a node whose loss would end the run.
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()
+        self.store = (
+            ray.remote(num_cpus=0)(WeightStore)
+            .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            .remote()
+        )
         self._remote_actor = ray.remote(RayActor)
 
     def _options(self, aid: int) -> dict[str, Any]:
@@ -231,14 +248,24 @@ class RayBackend:
     def start(self, blob: bytes, version: int, start_sent: int, actors: dict[int, int]) -> None:
         """Publish ``blob``, reserve the placement group, create ``actors``."""
         ray = self.ray
+        c = self.cfg
+        # refuse at once what the cluster can never hold (Ray would wait)
+        check_placement(c.num_actors, c.ray_actor_cpus, c.ray_placement, ray.nodes())
         self.publish(blob, version)
-        if self.cfg.ray_placement != "none" and self.cfg.ray_actor_cpus > 0:
+        if c.ray_placement != "none" and c.ray_actor_cpus > 0:
             from ray.util.placement_group import placement_group
 
-            bundles = [{"CPU": float(self.cfg.ray_actor_cpus)}] * self.cfg.num_actors
-            self.pg = placement_group(bundles, strategy=self.cfg.ray_placement)
-            ray.get(self.pg.ready(), timeout=PG_TIMEOUT_S)
-        c = self.cfg
+            bundles = [{"CPU": float(c.ray_actor_cpus)}] * c.num_actors
+            self.pg = placement_group(bundles, strategy=c.ray_placement)
+            try:
+                ray.get(self.pg.ready(), timeout=PG_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                raise TimeoutError(
+                    f"run: the placement group of {c.num_actors} actors x "
+                    f"{c.ray_actor_cpus:g} CPU ({c.ray_placement}) was not ready in "
+                    f"{PG_TIMEOUT_S:g} s: the cluster's CPUs are taken by other work "
+                    f"(available now: {ray.available_resources().get('CPU', 0.0):g} CPU)"
+                ) from None
         for aid, inc in actors.items():
             h = self._remote_actor.options(**self._options(aid)).remote(
                 aid, self.env_fn, self.policy_fn, self.spec, c.seed, self.chunk, self.store
