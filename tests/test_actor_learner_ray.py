@@ -30,7 +30,14 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
     # workers import the test helpers (env and policy factories) by name
     path = os.pathsep.join([str(HERE), str(HERE.parent)])
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    # loopback only: Ray rewrites 127.0.0.1 to the host's address, 127.0.0.2 it keeps
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.2",
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    assert all(n["NodeManagerAddress"] == "127.0.0.2" for n in ray.nodes())
     try:
         yield
     finally:
@@ -136,3 +143,40 @@ def test_ray_placement_that_cannot_fit_is_refused_at_once(
     assert "the cluster has 1 alive node(s)" in str(e.value) and ": 2 CPU)" in str(e.value)
     assert time.monotonic() - t0 < 30  # seconds, not the 2-minute placement-group wait
     assert _resources_back()
+
+
+_HEALTHY_RUN = """
+import ray
+from fastppo.actor_learner import ActorLearnerConfig, run
+from fastppo.ppo.config import PPOConfig
+if __name__ == "__main__":
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.2")
+    assert all(n["NodeManagerAddress"] == "127.0.0.2" for n in ray.nodes())
+    cfg = ActorLearnerConfig(num_actors=2, num_steps=64, total_env_steps=64 * 2 * 3)
+    _, rep = run("CartPole-v1", cfg, PPOConfig(batch_size=64, n_epochs=1), backend="ray")
+    print("updates", rep.updates)
+    ray.shutdown()
+"""
+
+
+def test_ray_healthy_run_logs_no_error_and_no_traceback(tmp_path: Path) -> None:
+    """Ray logged an error-level line for every actor (a constructor argument in
+    its object store with max_restarts > 0), and shutdown printed SystemExit
+    tracebacks from the killed workers. A healthy run is quiet now."""
+    import re
+    import subprocess
+    import sys
+
+    script = tmp_path / "healthy.py"
+    script.write_text(_HEALTHY_RUN)
+    # its own Ray on loopback (the module's local_ray fixture is not used)
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "updates 3" in out.stdout
+    log = out.stdout + out.stderr
+    assert "Traceback" not in log and "Exception ignored" not in log, log[-3000:]
+    # Ray's C++ error lines look like "[2026-12-04 14:13:58,688 E 17541 17541] ..."
+    assert not re.search(r"\[[^\]]* E \d+ \d+\]", log), log[-3000:]
+    assert "\tERROR " not in log and " ERROR " not in log, log[-3000:]

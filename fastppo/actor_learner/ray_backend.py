@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from typing import Any
 
 from fastppo.actor_learner.actor import ActorCore, Chunk, EnvFn, Failure, PolicyFn, Spec
@@ -42,6 +43,7 @@ PG_TIMEOUT_S = 120.0
 IN_FLIGHT = 2
 PULL_EVERY = 64
 HEARTBEAT_S = 0.5
+STOP_GRACE_S = 5.0
 
 
 def require_ray() -> Any:
@@ -90,11 +92,17 @@ class RayActor:
         spec: Spec,
         seed: int,
         capacity: int,
-        store: Any,
+        store_name: str,
     ) -> None:
+        import ray
+
         self.actor_id = actor_id
         self.env_fn, self.policy_fn, self.spec = env_fn, policy_fn, spec
-        self.seed, self.capacity, self.store = seed, capacity, store
+        self.seed, self.capacity = seed, capacity
+        # looked up by name, not passed: Ray keeps an actor handle argument in
+        # its object store, where a restart may not find it (Ray logs an error
+        # for every such actor created with max_restarts > 0)
+        self.store: Any = ray.get_actor(store_name)
         self.core: ActorCore | None = None
 
     def pid(self) -> int:
@@ -224,9 +232,13 @@ class RayBackend:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = ray.get_runtime_context().get_node_id()
+        self.store_name = f"fastppo-weights-{uuid.uuid4().hex}"
         self.store = (
             ray.remote(num_cpus=0)(WeightStore)
-            .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            .options(
+                name=self.store_name,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+            )
             .remote()
         )
         self._remote_actor = ray.remote(RayActor)
@@ -268,7 +280,7 @@ class RayBackend:
                 ) from None
         for aid, inc in actors.items():
             h = self._remote_actor.options(**self._options(aid)).remote(
-                aid, self.env_fn, self.policy_fn, self.spec, c.seed, self.chunk, self.store
+                aid, self.env_fn, self.policy_fn, self.spec, c.seed, self.chunk, self.store_name
             )
             s = _Slot(h)
             s.incarnation, s.requested = inc, start_sent
@@ -412,12 +424,23 @@ class RayBackend:
             self.ray.kill(s.handle, no_restart=True)
 
     def shutdown(self) -> None:
-        """Kill the actors and the store, free the placement group."""
+        """End the actors and the store, free the placement group.
+
+        Gracefully first (``__ray_terminate__`` runs after the calls in flight
+        and exits the worker without a signal), then ``ray.kill`` for any
+        still there after ``STOP_GRACE_S``: a SIGTERM that lands while a worker
+        drops an actor handle makes Ray print a ``SystemExit`` traceback.
+        """
         ray = self.ray
         try:
+            handles = [s.handle for s in self.slots.values()] + [self.store]
             for aid in list(self.slots):
-                self.retire(aid)
-            ray.kill(self.store, no_restart=True)
+                self._forget(aid)
+            self.slots.clear()
+            done = [h.__ray_terminate__.remote() for h in handles]
+            ray.wait(done, num_returns=len(done), timeout=STOP_GRACE_S)
+            for h in handles:
+                ray.kill(h, no_restart=True)
             if self.pg is not None:
                 from ray.util.placement_group import remove_placement_group
 
