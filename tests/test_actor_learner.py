@@ -73,6 +73,9 @@ def test_config_defaults_validate_and_derive() -> None:
         ({"on_actor_failure": "ignore"}, ValueError, "on_actor_failure must be one of"),
         ({"max_actor_restarts": -1}, ValueError, "max_actor_restarts must be >= 0"),
         ({"failure_poll_s": 6.0}, ValueError, "within 5 s"),
+        ({"restart_timeout_s": 0.0}, ValueError, "restart_timeout_s must be > 0, got 0.0"),
+        ({"stall_timeout_s": -1.0}, ValueError, "stall_timeout_s must be > 0, got -1.0"),
+        ({"restart_timeout_s": "30"}, TypeError, "restart_timeout_s must be a real number"),
         ({"checkpoint_every": 2}, ValueError, "checkpoint_dir must be set"),
         ({"use_vtrace": 1}, TypeError, "use_vtrace must be a bool"),
         ({"ray_placement": "spread"}, ValueError, "ray_placement must be one of"),
@@ -347,6 +350,17 @@ def test_learner_failure_discards_partial_rollout_then_restarts_or_fails() -> No
         ln.fail(Failure(0, 1, "boom2"))
 
 
+def test_learner_retires_an_actor_that_cannot_come_back() -> None:
+    """A final failure (not back within restart_timeout_s) retires the actor at
+    once, whatever restarts it has left."""
+    ln, _ = _learner(max_actor_restarts=3, on_actor_failure="continue")
+    assert ln.fail(Failure(1, 0, "not back", final=True)) == ("retire", 0, 0)
+    assert not ln.report.actors[1].alive and ln.report.actors[1].restarts == 0
+    ln, _ = _learner(max_actor_restarts=3, on_actor_failure="fail")
+    with pytest.raises(ActorFailedError, match=r"actor 1 was retired: not back"):
+        ln.fail(Failure(1, 0, "not back", final=True))
+
+
 def test_learner_continues_with_fewer_actors() -> None:
     ln, upd = _learner(max_actor_restarts=0, on_actor_failure="continue")
     ln.broadcast()
@@ -423,6 +437,23 @@ def test_threads_failure_exhausts_restarts() -> None:
         _run_threads(env_fn, max_actor_restarts=1, on_actor_failure="fail")
     with pytest.raises(ActorFailedError, match="no actor is left"):
         _run_threads(env_fn, max_actor_restarts=0, on_actor_failure="continue")
+
+
+def test_run_failure_carries_and_writes_the_partial_report(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    env_fn = functools.partial(counting_env, 3, "raise")  # every incarnation fails
+    d = Path(str(tmp_path)) / "ckpt"
+    with pytest.raises(ActorFailedError) as e:
+        _run_threads(env_fn, max_actor_restarts=1, on_actor_failure="fail", checkpoint_dir=str(d))
+    rep = e.value.report
+    assert rep is not None and rep.actor_restarts >= 1
+    assert any("injected env failure" in a.last_error for a in rep.actors)
+    written = json.loads((d / "failure_report.json").read_text())
+    assert written["error"].startswith("ActorFailedError: actor ")
+    assert written["actor_restarts"] == rep.actor_restarts
+    assert [a["last_error"] for a in written["actors"]] == [a.last_error for a in rep.actors]
 
 
 def test_run_argument_errors() -> None:

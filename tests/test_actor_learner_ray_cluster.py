@@ -45,6 +45,39 @@ def _cluster(monkeypatch: pytest.MonkeyPatch, head_cpus: int, worker_cpus: int) 
     return cluster
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                kids.append(int(d))
+    return kids + [g for k in kids for g in _descendants(k)]
+
+
+def _kill_node(cluster: Any, node: Any) -> None:
+    """A machine dying: the node's raylet and every worker process it started are
+    SIGKILLed (removing the node alone leaves its workers serving direct actor
+    calls until they notice, which made the outcome timing-dependent)."""
+    import signal
+
+    from ray._private import ray_constants
+
+    raylet = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+    workers = _descendants(raylet)
+    cluster.remove_node(node, allow_graceful=False)
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _teardown(cluster: Any) -> None:
     if ray.is_initialized():
         ray.shutdown()
@@ -95,5 +128,100 @@ def test_ray_weight_store_lives_on_the_driver_node(monkeypatch: pytest.MonkeyPat
                 assert ray.get(be.store.node.remote(), timeout=60) == here
             finally:
                 be.shutdown()
+    finally:
+        _teardown(cluster)
+
+
+def test_ray_losing_a_worker_node_without_spare_room_retires_its_actor_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The issue's row: two 1-CPU nodes, the non-driver node dies mid-run. Its actor
+    cannot come back (no room), so it is retired within restart_timeout_s of the
+    learner seeing the failure, and the run goes on to its budget with the other."""
+    import time
+
+    cluster = _cluster(monkeypatch, 1, 1)
+    worker = next(iter(cluster.worker_nodes))
+    killed: list[float] = []
+
+    def kill_worker_node(report: Any) -> None:
+        if report.updates == 2 and not killed:
+            killed.append(time.monotonic())
+            _kill_node(cluster, worker)
+
+    try:
+        _, rep = run(
+            CountingEnv,
+            ActorLearnerConfig(
+                num_actors=2,
+                num_steps=32,
+                # 2 updates of both actors, 2 more from what the lost one had
+                # buffered (its lead of 2 * 32 steps), then 6 of the survivor alone
+                total_env_steps=64 * 4 + 32 * 6,
+                ray_placement="STRICT_SPREAD",
+                restart_timeout_s=5.0,
+                on_actor_failure="continue",
+            ),
+            PPOConfig(batch_size=32, n_epochs=1),
+            backend="ray",
+            policy_fn=linear_policy_fn,
+            _update_fn=RecordingUpdate(),
+            callback=kill_worker_node,
+        )
+        done = time.monotonic()
+        assert killed
+        lost = [a for a in rep.actors if not a.alive]
+        assert len(lost) == 1, [(a.actor_id, a.last_error, a.steps_consumed) for a in rep.actors]
+        assert "did not come back within restart_timeout_s=5 s" in lost[0].last_error
+        assert rep.env_steps >= 64 * 4 + 32 * 6  # the budget, reached by the survivor
+        # Ray's node-death detection plus the 5 s restart window, not minutes
+        assert done - killed[0] < 60, done - killed[0]
+    finally:
+        _teardown(cluster)
+
+
+def test_ray_losing_a_worker_node_with_spare_room_restarts_its_actor_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A third, idle node: the lost actor's placement bundle and the actor itself
+    come back there, and both actors finish the run."""
+    cluster = _cluster(monkeypatch, 1, 1)
+    cluster.add_node(num_cpus=1, node_ip_address=IP)
+    cluster.wait_for_nodes(timeout=120)
+    assert all(n["NodeManagerAddress"].startswith("127.") for n in ray.nodes())
+    state: dict[str, Any] = {}
+
+    def kill_a_worker_node(report: Any) -> None:
+        if report.updates == 2 and not state:
+            # the node of an actor that is not on the driver's node
+            here = ray.get_runtime_context().get_node_id()
+            nodes = {n for a in report.actors for n in a.nodes} - {here}
+            victim = next(w for w in cluster.worker_nodes if w.node_id in nodes)
+            state["node"] = victim.node_id
+            _kill_node(cluster, victim)
+
+    try:
+        _, rep = run(
+            CountingEnv,
+            ActorLearnerConfig(
+                num_actors=2,
+                num_steps=32,
+                total_env_steps=64 * 10,
+                ray_placement="STRICT_SPREAD",
+                restart_timeout_s=30.0,
+                on_actor_failure="fail",
+            ),
+            PPOConfig(batch_size=32, n_epochs=1),
+            backend="ray",
+            policy_fn=linear_policy_fn,
+            _update_fn=RecordingUpdate(),
+            callback=kill_a_worker_node,
+        )
+        assert state
+        assert all(a.alive for a in rep.actors)
+        moved = [a for a in rep.actors if state["node"] in a.nodes]
+        assert len(moved) == 1 and moved[0].restarts == 1
+        assert len(moved[0].nodes) == 2  # it ran on the lost node, then on the spare one
+        assert rep.env_steps == 64 * 10
     finally:
         _teardown(cluster)

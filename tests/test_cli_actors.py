@@ -139,3 +139,20 @@ def test_tensorboard_without_its_extra_says_what_to_install(tmp_path, monkeypatc
             ["train", "CartPole-v1", "--total-timesteps", "256", "--out", str(out), "--tensorboard"]
         )
     assert not (out / "checkpoint.npz").exists()
+
+
+def test_actors_failure_writes_the_partial_report_to_the_run_directory(tmp_path, monkeypatch):
+    from fastppo.actor_learner import learner as L
+
+    def boom(*a, **k):
+        raise L.ActorFailedError("actor 1 failed after 3 restarts: injected")
+
+    # the run fails at its first update, after the actors started
+    monkeypatch.setattr(L.Learner, "update", boom)
+    out = tmp_path / "run"
+    with pytest.raises(L.ActorFailedError, match="injected"):
+        train_main("CartPole-v1", actors=2, total_timesteps=1024, out=str(out), quiet=True)
+    rep = json.loads((out / "failure_report.json").read_text())
+    assert rep["error"] == "ActorFailedError: actor 1 failed after 3 restarts: injected"
+    assert rep["backend"] == "threads" and len(rep["actors"]) == 2
+    assert not (out / "checkpoint.npz").exists()

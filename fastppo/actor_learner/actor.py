@@ -124,6 +124,9 @@ class Failure:
     actor_id: int
     incarnation: int
     reason: str
+    #: True when no restart can help (it did not come back within
+    #: ``restart_timeout_s``): the learner retires the actor at once.
+    final: bool = False
 
 
 def empty_fields(spec: Spec, capacity: int) -> dict[str, np.ndarray]:

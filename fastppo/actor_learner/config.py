@@ -75,6 +75,11 @@ class ActorLearnerConfig:
     failure_poll_s : float
         Interval of the liveness checks; a dead actor is seen within about
         this time (at most 5 s).
+    restart_timeout_s : float
+        How long a restarted actor may take to come back before it is retired
+        as ``on_actor_failure`` says, whatever its restarts left (Ray: its node
+        was lost and no other node has room for it). Counted from the failure
+        the learner saw.
     stall_timeout_s : float
         The run fails with ``TimeoutError`` when no update completes in this
         many seconds (a hung environment, a lost cluster node).
@@ -111,6 +116,7 @@ class ActorLearnerConfig:
     max_actor_restarts: int = 3
     on_actor_failure: str = "continue"
     failure_poll_s: float = 0.05
+    restart_timeout_s: float = 30.0
     stall_timeout_s: float = 300.0
     checkpoint_every: int = 0
     checkpoint_dir: str | None = None
@@ -188,6 +194,7 @@ class ActorLearnerConfig:
             "c_bar",
             "pg_rho_bar",
             "failure_poll_s",
+            "restart_timeout_s",
             "stall_timeout_s",
             "ray_actor_cpus",
         ):
@@ -220,8 +227,9 @@ class ActorLearnerConfig:
                 "in (0, 5] so a dead actor is seen within 5 s",
                 repr(self.failure_poll_s),
             )
-        if self.stall_timeout_s <= 0:
-            fail(_FN, "stall_timeout_s", "> 0", repr(self.stall_timeout_s))
+        for name in ("restart_timeout_s", "stall_timeout_s"):
+            if getattr(self, name) <= 0:
+                fail(_FN, name, "> 0", repr(getattr(self, name)))
         if self.ray_actor_cpus < 0:
             fail(_FN, "ray_actor_cpus", ">= 0", repr(self.ray_actor_cpus))
         for name in ("use_vtrace", "resume"):

@@ -23,7 +23,14 @@ from fastppo.actor_learner.wire import encode_weights
 
 
 class ActorFailedError(RuntimeError):
-    """An actor failed more often than ``max_actor_restarts`` allows."""
+    """An actor failed more often than ``max_actor_restarts`` allows, or the
+    backend failed (a Ray error mapped by :func:`fastppo.actor_learner.run`).
+
+    ``report`` is the run's partial :class:`ActorLearnerReport`, attached by
+    ``run`` (``None`` before).
+    """
+
+    report: ActorLearnerReport | None = None
 
 
 @dataclass
@@ -105,6 +112,28 @@ class ActorLearnerReport:
         a, b = h[skip - 1] if skip else {"charts/env_steps": 0.0, "charts/elapsed_s": 0.0}, h[-1]
         dt = b["charts/elapsed_s"] - a["charts/elapsed_s"]
         return (b["charts/env_steps"] - a["charts/env_steps"]) / dt if dt > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON-ready counters: steps, updates, restarts and each actor's state."""
+        return {
+            "backend": self.backend,
+            "updates": self.updates,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "actor_restarts": self.actor_restarts,
+            "elapsed_s": self.elapsed_s,
+            "actors": [
+                {
+                    "actor_id": a.actor_id,
+                    "alive": a.alive,
+                    "restarts": a.restarts,
+                    "steps_consumed": a.steps_consumed,
+                    "last_error": a.last_error,
+                    "nodes": list(a.nodes),
+                }
+                for a in self.actors
+            ],
+        }
 
     def lag_stats(self) -> dict[str, float]:
         """Mean, max and 95th percentile of the policy lag (in updates)."""
@@ -321,7 +350,7 @@ class Learner:
         st = self.report.actors[failure.actor_id]
         st.steps_discarded += col.discard()
         st.last_error = failure.reason
-        if st.restarts < self.cfg.max_actor_restarts:
+        if st.restarts < self.cfg.max_actor_restarts and not failure.final:
             st.restarts += 1
             self.report.actor_restarts += 1
             col.incarnation += 1
@@ -334,6 +363,8 @@ class Learner:
             f"actor {failure.actor_id} failed after {st.restarts} restarts "
             f"(max_actor_restarts={self.cfg.max_actor_restarts}): {failure.reason}"
         )
+        if failure.final:
+            msg = f"actor {failure.actor_id} was retired: {failure.reason}"
         if self.cfg.on_actor_failure == "fail":
             raise ActorFailedError(msg)
         if not self.live_ids():

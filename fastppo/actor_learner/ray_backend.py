@@ -317,9 +317,18 @@ class RayBackend:
         now = time.monotonic()
         for aid, s in self.slots.items():
             if s.probe is None:
-                if s.probe_since and now - s.probe_since > GET_TIMEOUT_S:
+                wait = self.cfg.restart_timeout_s
+                if s.probe_since and now - s.probe_since > wait:
                     s.probe_since = 0.0
-                    events.append(Failure(aid, s.incarnation, "did not come back after a restart"))
+                    events.append(
+                        Failure(
+                            aid,
+                            s.incarnation,
+                            f"did not come back within restart_timeout_s={wait:g} s of its "
+                            "restart (its node lost, and no room for it on the cluster?)",
+                            final=True,
+                        )
+                    )
                 continue
             ready, _ = ray.wait([s.probe], timeout=0)
             if not ready:

@@ -15,7 +15,7 @@ from fastppo.actor_learner.actor import (
     spec_for,
 )
 from fastppo.actor_learner.config import BACKENDS, ActorLearnerConfig
-from fastppo.actor_learner.learner import ActorLearnerReport, Learner
+from fastppo.actor_learner.learner import ActorFailedError, ActorLearnerReport, Learner
 
 
 def _backend(name: str, cfg: ActorLearnerConfig, env_fn: Any, policy_fn: Any, spec: Any) -> Any:
@@ -83,10 +83,17 @@ def run(
     Raises
     ------
     ActorFailedError
-        An actor failed more than ``max_actor_restarts`` times and
-        ``on_actor_failure == "fail"`` (or no actor is left).
+        An actor failed more than ``max_actor_restarts`` times, or did not
+        come back within ``restart_timeout_s``, and ``on_actor_failure ==
+        "fail"`` (or no actor is left); or the Ray backend failed (any other
+        Ray exception, chained as the cause).
     TimeoutError
-        No update completed within ``config.stall_timeout_s``.
+        No update completed within ``config.stall_timeout_s``, or a Ray call
+        timed out.
+
+    Both carry the run's partial report as ``e.report`` (steps, updates,
+    restarts, each actor's last error), also written as JSON to
+    ``checkpoint_dir/failure_report.json`` when ``checkpoint_dir`` is set.
     ImportError
         ``backend="ray"`` without Ray installed.
     """
@@ -139,10 +146,40 @@ def run(
         actors = {i: incarnations[i] for i in learner.live_ids()}
         be.start(blob, learner.version, learner.updates * cfg.num_steps, actors)
         _loop(cfg, learner, be, callback)
+    except Exception as e:
+        if type(e).__module__.startswith("ray."):
+            # no raw Ray exception leaves run(): a timeout is a TimeoutError,
+            # anything else a failure of the backend
+            err: BaseException = (
+                TimeoutError(f"run: a Ray call timed out: {e}")
+                if isinstance(e, TimeoutError)
+                else ActorFailedError(f"run: the Ray backend failed: {type(e).__name__}: {e}")
+            )
+            raise _with_report(err, learner, cfg) from e
+        if isinstance(e, (ActorFailedError, TimeoutError)):
+            _with_report(e, learner, cfg)
+        raise
     finally:
         learner.report.elapsed_s = time.monotonic() - t0
         be.shutdown()
     return policy, learner.report
+
+
+def _with_report(e: BaseException, learner: Learner, cfg: ActorLearnerConfig) -> BaseException:
+    """``e`` with the run's partial report attached (``e.report``), also written to
+    ``checkpoint_dir/failure_report.json`` when the run has a checkpoint directory."""
+    report = learner.report
+    report.elapsed_s = time.monotonic() - learner.t0
+    e.report = report  # type: ignore[attr-defined]
+    if cfg.checkpoint_dir:
+        import json
+        import os
+
+        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
+        path = os.path.join(cfg.checkpoint_dir, "failure_report.json")
+        with open(path, "w") as f:
+            json.dump({"error": f"{type(e).__name__}: {e}", **report.summary()}, f, indent=1)
+    return e
 
 
 def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any, callback: Any) -> None:
