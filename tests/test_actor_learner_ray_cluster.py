@@ -175,6 +175,7 @@ def test_ray_losing_a_worker_node_without_spare_room_retires_its_actor_in_time(
         assert "did not come back within restart_timeout_s=5 s" in lost[0].last_error
         assert rep.env_steps >= 64 * 4 + 32 * 6  # the budget, reached by the survivor
         # Ray's node-death detection plus the 5 s restart window, not minutes
+        print(f"kill -> run end: {done - killed[0]:.1f} s")
         assert done - killed[0] < 60, done - killed[0]
     finally:
         _teardown(cluster)
