@@ -83,51 +83,37 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
 
     def run(ns: argparse.Namespace) -> int:
+        # what both engines take, from the flags they share
+        common = {
+            "total_timesteps": ns.total_timesteps,
+            "seed": ns.seed,
+            "out": ns.out,
+            "config_file": ns.config,
+            "overrides": ns.set,
+            "eval_episodes": ns.eval_episodes,
+            "quiet": ns.quiet,
+            "tensorboard": ns.tensorboard,
+        }
         if ns.actors is None:
             for flag, value in (("--backend", ns.backend), ("--address", ns.address)):
                 if value is not None:
                     p.error(f"{flag} needs --actors N")
-        else:
-            if ns.actors < 1:
-                p.error(f"--actors must be >= 1, got {ns.actors}")
-            if ns.resume or ns.n_envs is not None:
-                p.error(
-                    f"{'--resume' if ns.resume else '--n-envs'} is not available with --actors "
-                    "(each actor owns one env; an actor-learner run saves at its end)"
-                )
-            if ns.address is not None and ns.backend != "ray":
-                p.error("--address needs --backend ray")
-            from fastppo.actor_learner.train import train_main as actors_main
+            from fastppo.ppo.run import train_main
 
-            return actors_main(
-                ns.env_id,
-                actors=ns.actors,
-                backend=ns.backend or "threads",
-                address=ns.address,
-                total_timesteps=ns.total_timesteps,
-                seed=ns.seed,
-                out=ns.out,
-                config_file=ns.config,
-                overrides=ns.set,
-                eval_episodes=ns.eval_episodes,
-                quiet=ns.quiet,
-                tensorboard=ns.tensorboard,
+            return train_main(ns.env_id, n_envs=ns.n_envs, resume=ns.resume, **common)
+        if ns.actors < 1:
+            p.error(f"--actors must be >= 1, got {ns.actors}")
+        if ns.resume or ns.n_envs is not None:
+            p.error(
+                f"{'--resume' if ns.resume else '--n-envs'} is not available with --actors "
+                "(each actor owns one env; an actor-learner run saves at its end)"
             )
-        from fastppo.ppo.run import train_main
+        if ns.address is not None and ns.backend != "ray":
+            p.error("--address needs --backend ray")
+        from fastppo.actor_learner.train import train_main as actors_main
 
-        return train_main(
-            ns.env_id,
-            total_timesteps=ns.total_timesteps,
-            seed=ns.seed,
-            out=ns.out,
-            config_file=ns.config,
-            overrides=ns.set,
-            n_envs=ns.n_envs,
-            eval_episodes=ns.eval_episodes,
-            resume=ns.resume,
-            quiet=ns.quiet,
-            tensorboard=ns.tensorboard,
-        )
+        backend, address = ns.backend or "threads", ns.address
+        return actors_main(ns.env_id, actors=ns.actors, backend=backend, address=address, **common)
 
     p.set_defaults(func=run)
 
