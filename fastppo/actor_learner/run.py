@@ -90,12 +90,15 @@ def run(
     TimeoutError
         No update completed within ``config.stall_timeout_s``, or a Ray call
         timed out.
-
-    Both carry the run's partial report as ``e.report`` (steps, updates,
-    restarts, each actor's last error), also written as JSON to
-    ``checkpoint_dir/failure_report.json`` when ``checkpoint_dir`` is set.
     ImportError
         ``backend="ray"`` without Ray installed.
+    ValueError
+        A Ray placement the cluster cannot hold (checked before asking Ray).
+
+    ``ActorFailedError`` and ``TimeoutError`` carry the run's partial report as
+    ``e.report`` (steps, updates, restarts, each actor's last error), also
+    written as JSON to ``checkpoint_dir/failure_report.json`` when
+    ``checkpoint_dir`` is set.
     """
     cfg = ActorLearnerConfig() if config is None else config
     if not isinstance(cfg, ActorLearnerConfig):
