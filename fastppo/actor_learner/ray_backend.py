@@ -76,9 +76,14 @@ class WeightStore:
         return None
 
     def node(self) -> str:
-        import ray
+        return _node_id()
 
-        return str(ray.get_runtime_context().get_node_id())
+
+def _node_id() -> str:
+    """The id of the Ray node this process runs on."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
 
 
 class RayActor:
@@ -109,9 +114,7 @@ class RayActor:
         return os.getpid()
 
     def node(self) -> str:
-        import ray
-
-        return str(ray.get_runtime_context().get_node_id())
+        return _node_id()
 
     def _pull(self, core: ActorCore, min_version: int) -> None:
         import ray
@@ -231,7 +234,7 @@ class RayBackend:
         # its fate instead of adding a node whose loss would end the run.
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        here = ray.get_runtime_context().get_node_id()
+        here = _node_id()
         self.store_name = f"fastppo-weights-{uuid.uuid4().hex}"
         self.store = (
             ray.remote(num_cpus=0)(WeightStore)

@@ -170,25 +170,33 @@ def run(
 
 def _with_report(e: BaseException, learner: Learner, cfg: ActorLearnerConfig) -> BaseException:
     """``e`` with the run's partial report attached (``e.report``), also written to
-    ``checkpoint_dir/failure_report.json`` when the run has a checkpoint directory."""
+    ``checkpoint_dir`` when the run has a checkpoint directory."""
     report = learner.report
     report.elapsed_s = time.monotonic() - learner.t0
     e.report = report  # type: ignore[attr-defined]
     if cfg.checkpoint_dir:
-        import json
-        import os
-
-        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
-        path = os.path.join(cfg.checkpoint_dir, "failure_report.json")
-        with open(path, "w") as f:
-            json.dump({"error": f"{type(e).__name__}: {e}", **report.summary()}, f, indent=1)
+        write_failure_report(e, cfg.checkpoint_dir)
     return e
+
+
+def write_failure_report(e: BaseException, directory: str) -> str:
+    """Write ``directory/failure_report.json``: the error and its partial report
+    (``e.report``, when attached); returns the path."""
+    import json
+    import os
+
+    report = getattr(e, "report", None)
+    partial = report.summary() if report is not None else {}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "failure_report.json")
+    with open(path, "w") as f:
+        json.dump({"error": f"{type(e).__name__}: {e}", **partial}, f, indent=1)
+    return path
 
 
 def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any, callback: Any) -> None:
     last_progress = time.monotonic()
-    stop = False
-    while not learner.done() and not stop:
+    while not learner.done():
         for ev in be.poll(cfg.failure_poll_s):
             if isinstance(ev, Chunk):
                 learner.receive(ev)
@@ -208,8 +216,7 @@ def _loop(cfg: ActorLearnerConfig, learner: Learner, be: Any, callback: Any) -> 
 
                 checkpoint.save(learner, cfg.checkpoint_dir)  # type: ignore[arg-type]
             if callback is not None and callback(learner.report) is False:
-                stop = True
-                break
+                return
         if time.monotonic() - last_progress > cfg.stall_timeout_s:
             raise TimeoutError(
                 f"run: no update completed in {cfg.stall_timeout_s} s "

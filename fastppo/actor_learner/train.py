@@ -19,7 +19,6 @@ for them with ``--set`` or ``--config`` is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -52,7 +51,7 @@ def train_main(
     """Train ``env_id`` with ``actors`` asynchronous actors; log, save, evaluate, report."""
     from fastppo.actor_learner.config import ActorLearnerConfig
     from fastppo.actor_learner.learner import ActorFailedError, ActorLearnerReport
-    from fastppo.actor_learner.run import run
+    from fastppo.actor_learner.run import run, write_failure_report
     from fastppo.ppo.trainer import PPOTrainer
 
     stream = sys.stdout
@@ -124,11 +123,7 @@ def train_main(
             return 130
         except (ActorFailedError, TimeoutError) as e:
             # the partial report goes to the run directory before the error leaves
-            path = os.path.join(out, "failure_report.json")
-            rep: Any = getattr(e, "report", None)
-            partial = rep.summary() if rep is not None else {}
-            with open(path, "w") as f:
-                json.dump({"error": f"{type(e).__name__}: {e}", **partial}, f, indent=1)
+            path = write_failure_report(e, out)
             print(f"\nthe run failed; its partial report is in {path}", file=stream)
             trainer.close()
             raise
