@@ -7,12 +7,15 @@ layers is described by an int64 ``layout`` array with one row per layer,
 ``params[b_offset : b_offset + n_out]``. Hidden layers apply the activation
 (0 = tanh, 1 = relu); the last layer of a stack is linear.
 
-Weights are stored ``[n_in, n_out]`` (the transpose of torch's ``[out, in]``) so
-that both the forward product and the weight gradient are ``axpy`` loops over a
-contiguous row, which LLVM vectorises without reassociation. Only the
-input-gradient dot products need reassociation to vectorise; the kernels opt
-into ``FASTMATH_SAFE`` for that (NaN/inf semantics are kept, so a NaN in the
-inputs still shows up as a non-finite gradient norm and the step is skipped).
+Weights are stored ``[n_in, n_out]`` (the transpose of torch's ``[out, in]``), so
+a layer's weight is a C-contiguous ``[n_in, n_out]`` view of ``params`` and the
+three products of a layer (forward ``H W``, weight gradient ``H^T dZ``, input
+gradient ``dZ W^T``) are GEMMs on views: ``np.dot``, which Numba lowers to the
+BLAS that SciPy ships (no copies, the GIL stays released). The elementwise
+work around them (bias, activation and its derivative) is vectorised loops;
+the kernels opt into ``FASTMATH_SAFE`` (NaN/inf semantics are kept, so a NaN
+in the inputs still shows up as a non-finite gradient norm and the step is
+skipped).
 
 All arithmetic is float64: these networks are small (tens of thousands of
 weights), so width costs little, and float64 lets the tests check every
@@ -43,7 +46,8 @@ import math
 
 import numpy as np
 
-from fastppo._jit import FASTMATH_SAFE, inline, kernel
+from fastppo._jit import FASTMATH_SAFE, kernel
+from fastppo.kernels.fastmath import tanh64
 from fastppo.kernels.softmax import lse_entropy
 from fastppo.kernels.squash import unsquash
 
@@ -99,38 +103,15 @@ _NO_MASK = np.zeros(1, np.uint8)  # lse_entropy's mask argument: every action al
 _LOGRATIO_MAX = 20.0
 
 
-# Cephes tanh: for |x| < 0.625 a rational in x^2 (relative error ~1e-16); above,
-# (1 - e) / (1 + e) with e = exp(-2|x|), which has no cancellation there. Both
-# are within a few ulp of math.tanh and about twice as fast (libm's tanh goes
-# through expm1), which matters: tanh is ~half the forward pass at 64 units.
-_TP0 = -9.64399179425052238628e-1
-_TP1 = -9.92877231001918586564e1
-_TP2 = -1.61468768441708447952e3
-_TQ0 = 1.12811678491632931402e2
-_TQ1 = 2.23548839060100448583e3
-_TQ2 = 4.84406305325125486048e3
-
-
-@inline
-def tanh(x):  # pragma: no cover - compiled
-    """``tanh(x)`` to a few ulp (Cephes' split); NaN in, NaN out."""
-    a = abs(x)
-    if a < 0.625:
-        z = x * x
-        return x + x * z * ((_TP0 * z + _TP1) * z + _TP2) / (((z + _TQ0) * z + _TQ1) * z + _TQ2)
-    if a != a:
-        return x
-    e = math.exp(-2.0 * a)
-    t = (1.0 - e) / (1.0 + e)
-    return t if x > 0.0 else -t
-
-
-@kernel("i8(f8_1, i8_2, i8, f8_2, i8_1, i8, i8, f8_1w)", fastmath=FASTMATH_SAFE)
+# No fastmath: the tanh of kernels.fastmath rounds with exact float tricks that
+# reassociation would undo (and nothing here is a reduction).
+@kernel("i8(f8_1, i8_2, i8, f8_2, i8_1, i8, i8, f8_1w)")
 def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover - compiled
     """Forward rows ``x[idx[i0 : i0 + nb]]`` through one stack; returns the output offset.
 
     ``h`` receives the gathered input rows first (``nb * n_in0`` values), then each
-    layer's activations.
+    layer's activations: ``H_l = act(H_{l-1} W_l + b_l)``, the product one GEMM
+    (``np.dot``: BLAS through SciPy) on ``[nb, n_in]`` and ``[n_in, n_out]`` views.
     """
     n_layers = layout.shape[0]
     n_in0 = layout[0, 0]
@@ -145,39 +126,22 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
         n_out = layout[l, 1]
         w = layout[l, 2]
         bias = params[layout[l, 3] : layout[l, 3] + n_out]
-        n4 = n_in - n_in % 4
+        hin = h[off_in : off_in + nb * n_in].reshape((nb, n_in))
+        hout = h[off : off + nb * n_out].reshape((nb, n_out))
+        np.dot(hin, params[w : w + n_in * n_out].reshape((n_in, n_out)), hout)
         for b in range(nb):
             # Row slices indexed from a range start at 0, so Numba emits no
             # negative-index wraparound and LLVM vectorises the inner loops.
             hrow = h[off + b * n_out : off + (b + 1) * n_out]
-            xr = h[off_in + b * n_in : off_in + (b + 1) * n_in]
-            for j in range(n_out):
-                hrow[j] = bias[j]
-            # Four input features per pass: one load/store of the output row per
-            # four multiply-adds instead of per one (the store port is the limit).
-            for i in range(0, n4, 4):
-                x0 = xr[i]
-                x1 = xr[i + 1]
-                x2 = xr[i + 2]
-                x3 = xr[i + 3]
-                w0 = params[w + i * n_out : w + (i + 1) * n_out]
-                w1 = params[w + (i + 1) * n_out : w + (i + 2) * n_out]
-                w2 = params[w + (i + 2) * n_out : w + (i + 3) * n_out]
-                w3 = params[w + (i + 3) * n_out : w + (i + 4) * n_out]
+            if l < n_layers - 1 and act == ACT_TANH:
                 for j in range(n_out):
-                    hrow[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j]
-            for i in range(n4, n_in):
-                xi = xr[i]
-                wrow = params[w + i * n_out : w + (i + 1) * n_out]
+                    hrow[j] = tanh64(hrow[j] + bias[j])
+            elif l < n_layers - 1:
                 for j in range(n_out):
-                    hrow[j] += xi * wrow[j]
-            if l < n_layers - 1:
-                if act == ACT_TANH:
-                    for j in range(n_out):
-                        hrow[j] = tanh(hrow[j])
-                else:
-                    for j in range(n_out):
-                        hrow[j] = max(hrow[j], 0.0)
+                    hrow[j] = max(hrow[j] + bias[j], 0.0)
+            else:
+                for j in range(n_out):
+                    hrow[j] += bias[j]
         off_in = off
         off += nb * n_out
     return off_in
@@ -189,7 +153,10 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
 
     ``h`` must hold the inputs and activations of the matching ``stack_forward``
     call; ``dz`` and ``dprev`` are scratch of at least ``nb * max_width`` and are
-    overwritten. Gradients are accumulated (``+=``) into ``grad``.
+    overwritten. Per layer, from the last: ``dW_l = H_{l-1}^T dZ_l`` and
+    ``db_l = sum_b dZ_l[b]`` are WRITTEN to the stack's slots of ``grad`` (each
+    weight belongs to one stack), then ``dZ_{l-1} = (dZ_l W_l^T) * act'(H_{l-1})``
+    (two GEMMs per layer).
     """
     n_layers = layout.shape[0]
     off = nb * layout[0, 0]
@@ -204,56 +171,29 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
         gbias = grad[layout[l, 3] : layout[l, 3] + n_out]
         off -= nb * n_out
         off_in = off - nb * n_in
-        # dW[i, :] += sum_b in[b, i] * dz[b, :], four rows b per pass (one
-        # load/store of the gradient row per four multiply-adds).
-        nb4 = nb - nb % 4
-        for b in range(0, nb4, 4):
-            d0 = cur[b * n_out : (b + 1) * n_out]
-            d1 = cur[(b + 1) * n_out : (b + 2) * n_out]
-            d2 = cur[(b + 2) * n_out : (b + 3) * n_out]
-            d3 = cur[(b + 3) * n_out : (b + 4) * n_out]
-            h0 = h[off_in + b * n_in : off_in + (b + 1) * n_in]
-            h1 = h[off_in + (b + 1) * n_in : off_in + (b + 2) * n_in]
-            h2 = h[off_in + (b + 2) * n_in : off_in + (b + 3) * n_in]
-            h3 = h[off_in + (b + 3) * n_in : off_in + (b + 4) * n_in]
+        d2 = cur[: nb * n_out].reshape((nb, n_out))
+        hin = h[off_in : off_in + nb * n_in].reshape((nb, n_in))
+        np.dot(hin.T, d2, grad[w : w + n_in * n_out].reshape((n_in, n_out)))
+        for j in range(n_out):
+            gbias[j] = 0.0
+        for b in range(nb):
+            drow = cur[b * n_out : (b + 1) * n_out]
             for j in range(n_out):
-                gbias[j] += d0[j] + d1[j] + d2[j] + d3[j]
-            for i in range(n_in):
-                x0 = h0[i]
-                x1 = h1[i]
-                x2 = h2[i]
-                x3 = h3[i]
-                grow = grad[w + i * n_out : w + (i + 1) * n_out]
-                for j in range(n_out):
-                    grow[j] += x0 * d0[j] + x1 * d1[j] + x2 * d2[j] + x3 * d3[j]
-        for b in range(nb4, nb):
-            d0 = cur[b * n_out : (b + 1) * n_out]
-            h0 = h[off_in + b * n_in : off_in + (b + 1) * n_in]
-            for j in range(n_out):
-                gbias[j] += d0[j]
-            for i in range(n_in):
-                x0 = h0[i]
-                grow = grad[w + i * n_out : w + (i + 1) * n_out]
-                for j in range(n_out):
-                    grow[j] += x0 * d0[j]
+                gbias[j] += drow[j]
         if l > 0:
-            # d in[b, i] = sum_j dz[b, j] W[i, j]: dot products (reassociated to
-            # vectorise), then the activation's derivative from its output.
+            # d in = dz W^T, then the activation's derivative from its output.
+            np.dot(d2, params[w : w + n_in * n_out].reshape((n_in, n_out)).T,
+                   prv[: nb * n_in].reshape((nb, n_in)))  # fmt: skip
             for b in range(nb):
-                drow = cur[b * n_out : (b + 1) * n_out]
-                hin = h[off_in + b * n_in : off_in + (b + 1) * n_in]
+                hrow = h[off_in + b * n_in : off_in + (b + 1) * n_in]
                 prow = prv[b * n_in : (b + 1) * n_in]
-                for i in range(n_in):
-                    wrow = params[w + i * n_out : w + (i + 1) * n_out]
-                    s = 0.0
-                    for j in range(n_out):
-                        s += drow[j] * wrow[j]
-                    hv = hin[i]
-                    if act == ACT_TANH:
-                        s *= 1.0 - hv * hv
-                    elif hv <= 0.0:
-                        s = 0.0
-                    prow[i] = s
+                if act == ACT_TANH:
+                    for i in range(n_in):
+                        prow[i] *= 1.0 - hrow[i] * hrow[i]
+                else:
+                    for i in range(n_in):
+                        if hrow[i] <= 0.0:
+                            prow[i] = 0.0
             cur, prv = prv, cur
 
 
