@@ -29,14 +29,18 @@ B = 2048
 CFG = PPOConfig(batch_size=64, n_epochs=10, ent_coef=0.01, clip_range_vf=0.2)
 
 
-def _setup(kind: str = "discrete", seed: int = 0) -> tuple[ActorCritic, RolloutBatch]:
+def _setup(
+    kind: str = "discrete", seed: int = 0, dtype: str = "float64"
+) -> tuple[ActorCritic, RolloutBatch]:
     rng = np.random.default_rng(seed)
     if kind == "discrete":
-        p = ActorCritic((4,), "discrete", nvec=[2], seed=seed)
+        p = ActorCritic((4,), "discrete", nvec=[2], seed=seed, dtype=dtype)
         a = rng.integers(0, 2, B)
     else:
-        p = ActorCritic((3,), "continuous", action_dim=1, seed=seed, log_std_init=-0.5)
-        a = rng.normal(size=(B, 1))
+        p = ActorCritic(
+            (3,), "continuous", action_dim=1, seed=seed, log_std_init=-0.5, dtype=dtype
+        )
+        a = rng.normal(size=(B, 1)).astype(dtype)
     p.params[:] += rng.normal(0, 0.05, p.n_params)
     obs = rng.normal(size=(B, *p.obs_shape))
     logp, _, v = p.evaluate(obs, a)
@@ -76,6 +80,21 @@ def test_gradients_match_torch_float64(kind):
     torch_ppo_loss(model, *t, CFG).backward()
     tg = model.flat_grad()
     assert np.max(np.abs(g - tg)) <= 1e-5 * np.max(np.abs(tg))
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_gradients_match_torch_float32(kind):
+    """float32 (the trainer's default) against torch float32 on the same weights: rel 1e-4."""
+    p, batch = _setup(kind, dtype="float32")
+    batch.obs = np.asarray(batch.obs, np.float32)
+    rows = np.arange(64, dtype=np.int64)
+    _, g, _ = loss_and_grad(p, batch, CFG, rows)
+    assert g.dtype == np.float32
+    model = TorchActorCritic(p, torch.float32)
+    t = [x[:64] for x in _tensors(batch, torch.float32)]
+    torch_ppo_loss(model, *t, CFG).backward()
+    tg = model.flat_grad()
+    assert np.linalg.norm(g - tg) <= 1e-4 * np.linalg.norm(tg)
 
 
 def test_full_update_matches_torch_float64():
@@ -122,9 +141,9 @@ def _interleaved(fns: dict[str, object], rounds: int = 5) -> dict[str, float]:
 
 
 def test_update_speed_vs_torch(benchmark):
-    """One full PPO update (2048 x 10 epochs, minibatch 64): fastppo vs PyTorch float32."""
+    """One full PPO update (2048 x 10 epochs, minibatch 64): fastppo vs PyTorch, both float32."""
     torch.set_num_threads(1)
-    p, batch = _setup()
+    p, batch = _setup(dtype="float32")
     opt = Adam(p.n_params, CFG.learning_rate, eps=CFG.adam_eps)
     rng = np.random.default_rng(0)
     model = TorchActorCritic(p, torch.float32)

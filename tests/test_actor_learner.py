@@ -556,7 +556,10 @@ def test_a_previous_release_learner_file_is_resumed(tmp_path: Path) -> None:
 
     cfg = {"num_actors": 2, "num_steps": 32, "total_env_steps": 256, "seed": 3}
     ck = {"checkpoint_every": 2, "checkpoint_dir": str(tmp_path), "resume": True}
-    ppo = PPOConfig(batch_size=32, n_epochs=2, hidden_sizes=(8,), learning_rate=3e-4, seed=1)
+    # the file was written by a float64 learner (before float32 training)
+    ppo = PPOConfig(
+        batch_size=32, n_epochs=2, hidden_sizes=(8,), learning_rate=3e-4, seed=1, dtype="float64"
+    )
     _, rep = run("CartPole-v1", ActorLearnerConfig(**cfg, **ck), ppo, "threads",
                  _update_fn=recording)  # fmt: skip
     old, _ = checkpoint.load(str(v1))

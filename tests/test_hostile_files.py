@@ -269,9 +269,10 @@ NPZ_CASES: dict[str, tuple[Callable[[Path], bytes], str]] = {
     "truncated-tail": (lambda d: _npz_raw(d)[:-30], "must be a .npz"),
     "missing-member": (lambda d: _members_without(d, "policy/params"), "must be present"),
     "missing-adam": (lambda d: _members_without(d, "adam/m"), "must be present"),
-    "params-float32": (
-        lambda d: _members_with(d, "policy/params", _arrays(d)["policy/params"].astype("f4")),
-        "must be dtype float64",
+    # the spec says float32 (the trainer's default): float64 weights do not belong
+    "params-float64": (
+        lambda d: _members_with(d, "policy/params", _arrays(d)["policy/params"].astype("f8")),
+        "must be dtype float32",
     ),
     "params-short": (
         lambda d: _members_with(d, "policy/params", _arrays(d)["policy/params"][:-1]),
@@ -322,6 +323,10 @@ META_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any] | bytes, str]] = {
     "config-bad-range": (lambda m: m["config"].update(gamma=7), "gamma must be in"),
     "policy-missing": (lambda m: m.pop("policy"), "'policy' must be a JSON object"),
     "policy-bad-kind": (lambda m: m["policy"].update(kind="evil"), "kind must be one of"),
+    "policy-bad-dtype": (
+        lambda m: m["policy"].update(dtype="float16"),
+        "dtype must be one of ('float32', 'float64'), got 'float16'",
+    ),
     "adam-missing-key": (lambda m: m["adam"].pop("t"), "with key 't'"),
     "trainer-missing": (lambda m: m["trainer"].pop("rng"), "rng"),
     "trainer-bad-rng": (lambda m: m["trainer"].update(rng={"bit_generator": "MT"}), "consistent"),

@@ -18,10 +18,19 @@ spaces = gym.spaces
 
 
 # ---------------------------------------------------------------- helpers
-def make_policy(kind: str, activation: str = "tanh", seed: int = 1) -> ActorCritic:
+def make_policy(
+    kind: str, activation: str = "tanh", seed: int = 1, dtype: str = "float64"
+) -> ActorCritic:
+    """A small perturbed policy; float64 by default, where the gradient checks are tight."""
     if kind == "discrete":
         p = ActorCritic(
-            (4,), "discrete", nvec=[3], hidden_sizes=(5, 6), activation=activation, seed=seed
+            (4,),
+            "discrete",
+            nvec=[3],
+            hidden_sizes=(5, 6),
+            activation=activation,
+            seed=seed,
+            dtype=dtype,
         )
     elif kind == "multi":
         p = ActorCritic(
@@ -31,6 +40,7 @@ def make_policy(kind: str, activation: str = "tanh", seed: int = 1) -> ActorCrit
             hidden_sizes=(5,),
             activation=activation,
             seed=seed,
+            dtype=dtype,
         )
     else:
         p = ActorCritic(
@@ -44,6 +54,7 @@ def make_policy(kind: str, activation: str = "tanh", seed: int = 1) -> ActorCrit
             action_low=-1.0,
             action_high=1.0,
             log_std_init=-0.3,
+            dtype=dtype,
         )
     # Perturb so no weight sits at its init symmetry (small policy output gain).
     p.params[:] += np.random.default_rng(seed).normal(0, 0.3, p.n_params)
@@ -120,7 +131,7 @@ def test_orthogonal_rows_or_columns_are_orthonormal_times_gain():
 
 
 def test_init_gains_and_zero_biases_and_views_share_params():
-    p = ActorCritic((4,), "discrete", nvec=[2], hidden_sizes=(64, 64), seed=3)
+    p = ActorCritic((4,), "discrete", nvec=[2], hidden_sizes=(64, 64), seed=3, dtype="float64")
     (w0, b0), (w1, b1), (w2, b2) = p.actor_layers
     np.testing.assert_allclose(w0 @ w0.T, 2.0 * np.eye(4), atol=1e-12)
     np.testing.assert_allclose(w1.T @ w1, 2.0 * np.eye(64), atol=1e-12)
@@ -132,8 +143,12 @@ def test_init_gains_and_zero_biases_and_views_share_params():
         assert np.shares_memory(w, p.params) and np.shares_memory(b, p.params)
     assert p.n_params == sum(w.size + b.size for w, b in p.actor_layers + p.critic_layers)
     # Same seed, same weights; another seed, other weights.
-    assert np.array_equal(ActorCritic((4,), "discrete", nvec=[2], seed=3).params, p.params)
+    again = ActorCritic((4,), "discrete", nvec=[2], seed=3, dtype="float64")
+    assert np.array_equal(again.params, p.params)
     assert not np.array_equal(ActorCritic((4,), "discrete", nvec=[2], seed=4).params, p.params)
+    # float32 (the default) holds the same initialisation, rounded
+    assert np.array_equal(ActorCritic((4,), "discrete", nvec=[2], seed=3).params,
+                          p.params.astype(np.float32))  # fmt: skip
 
 
 def test_gaussian_log_std_lives_in_params():
@@ -233,6 +248,71 @@ def test_gradient_matches_central_differences(kind, activation, clip_vf):
     fd = fd_grad(p, batch, cfg)
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7 * np.abs(g).max())
     assert np.isfinite(loss)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "multi", "gauss", "squash"])
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_float32_forward_loss_and_gradient_match_float64(kind, activation):
+    """The float32 build (the default) computes what the float64 one does, to float32 rounding.
+
+    Same weights (float32-representable), same batch: head outputs and values
+    within 1e-5, the loss within 1e-5 relative and the gradient within 1e-4
+    of its norm (each GEMM of float32 operands rounds at 6e-8 per term).
+    """
+    rng = np.random.default_rng(zlib.crc32(f"f32-{kind}-{activation}".encode()))
+    p64 = make_policy(kind, activation)
+    p64.params[:] = p64.params.astype(np.float32)
+    p32 = ActorCritic.from_spec(dict(p64.spec(), dtype="float32"), params=p64.params)
+    assert p32.params.dtype == np.float32 and np.array_equal(p32.params, p64.params)
+    batch = random_batch(p64, kind, rng)
+    obs = np.asarray(batch.obs).astype(np.float32)
+    np.testing.assert_allclose(p32.head_outputs(obs), p64.head_outputs(obs), atol=1e-5)
+    np.testing.assert_allclose(p32.value(obs), p64.value(obs), atol=1e-5)
+    cfg = PPOConfig(clip_range=0.2, clip_range_vf=0.1, ent_coef=0.05, vf_coef=0.7)
+    batch.obs = obs
+    if kind in ("gauss", "squash"):
+        batch.actions = np.asarray(batch.actions).astype(np.float32)
+    l64, g64, _ = loss_and_grad(p64, batch, cfg)
+    l32, g32, _ = loss_and_grad(p32, batch, cfg)
+    assert g32.dtype == np.float32
+    assert l32 == pytest.approx(l64, rel=1e-5, abs=1e-6)
+    assert np.linalg.norm(g32 - g64) <= 1e-4 * np.linalg.norm(g64)
+
+
+def test_float32_tanh_layers_use_a_tanh_within_a_few_ulp():
+    # tanh32 (Eigen's rational), compiled, over the float32 range that matters
+    import numba
+
+    from fastppo.kernels.fastmath import tanh32
+
+    @numba.njit
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = tanh32(x[i])
+
+    x = np.concatenate([np.linspace(-10, 10, 400_001), [0.0, 1e-30, -3e-4, 5e-4, 7.9, 9, 1e4]])
+    x = x.astype(np.float32)
+    got = np.empty_like(x)
+    run(x, got)
+    want = np.tanh(x.astype(np.float64))
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(got - want) <= 8 * ulp)  # 6.6 ulp at worst, near |x| = 5.8
+    assert np.all(np.abs(got) <= 1.0)
+    nan = np.array([np.nan], np.float32)
+    run(nan, nan)
+    assert np.isnan(nan[0])
+
+
+def test_dtype_is_validated_and_kept_by_spec():
+    with pytest.raises(
+        ValueError,
+        match=r"ActorCritic: dtype must be one of \('float32', 'float64'\), got 'float16'",
+    ):
+        ActorCritic((2,), "discrete", nvec=[2], dtype="float16")
+    p = ActorCritic((2,), "discrete", nvec=[2], dtype=np.float64)
+    assert p.params.dtype == np.float64 and p.spec()["dtype"] == "float64"
+    assert ActorCritic.from_spec(p.spec()).params.dtype == np.float64
+    assert ActorCritic((2,), "discrete", nvec=[2]).params.dtype == np.float32
 
 
 def test_gradient_without_advantage_normalisation_and_clamped_log_std():
@@ -353,8 +433,28 @@ def test_adam_step_errors():
         ValueError, match=r"Adam.step: params must be shape \(3,\), got shape \(4,\)"
     ):
         opt.step(np.zeros(4), np.zeros(4))
-    with pytest.raises(TypeError, match=r"Adam\.step: grad must be a float64 ndarray"):
+    with pytest.raises(TypeError, match=r"Adam\.step: grad must be a float32 or float64 ndarray"):
+        opt.step(np.zeros(3), np.zeros(3, np.int64))
+    with pytest.raises(TypeError, match=r"Adam\.step: grad must be dtype float64 \(that of params"):
         opt.step(np.zeros(3), np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_step_in_either_precision_matches_numpy(dtype):
+    rng = np.random.default_rng(0)
+    p0 = rng.normal(size=50)
+    p, g = p0.astype(dtype), rng.normal(size=50).astype(dtype)
+    opt = Adam(50, lr=0.01)
+    norm = opt.step(p, g, max_grad_norm=0.5)
+    g64 = g.astype(np.float64)
+    assert norm == pytest.approx(np.linalg.norm(g64), rel=1e-12)
+    gc = g64 * 0.5 / (norm + 1e-6)
+    m, v = 0.1 * gc, 0.001 * gc * gc
+    want = p0.astype(dtype).astype(np.float64) - 0.01 / 0.1 * m / (
+        np.sqrt(v) / np.sqrt(0.001) + 1e-5
+    )
+    assert p.dtype == dtype and opt.m.dtype == np.float64
+    np.testing.assert_allclose(p, want, rtol=1e-6 if dtype == np.float32 else 1e-12)
 
 
 # ---------------------------------------------------------------- spaces and errors

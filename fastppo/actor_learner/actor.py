@@ -321,6 +321,7 @@ class DefaultPolicyFn:
     activation: str = "tanh"
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
 
     def __call__(self, observation_space: Any, action_space: Any) -> Any:
         import gymnasium.spaces as sp
@@ -335,6 +336,7 @@ class DefaultPolicyFn:
             hidden_sizes=tuple(self.hidden_sizes),
             activation=self.activation,
             seed=self.seed,
+            dtype=self.dtype,
             **options,
         )
 

@@ -45,6 +45,7 @@ from fastppo._files import (
     write_checkpoint,
 )
 from fastppo.actor_learner.learner import Learner
+from fastppo.nn.policy import spec_dtype
 
 FORMAT = "fastppo-actor-learner-checkpoint"
 VERSION = 2
@@ -95,8 +96,10 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     npz_path = os.path.join(path, CHECKPOINT_NPZ)
     out = {
         new: member(_FN, npz_path, arrays, old, np.float64)
-        for new, old in (("params", "policy/params"), ("adam_m", "adam/m"), ("adam_v", "adam/v"))
+        for new, old in (("adam_m", "adam/m"), ("adam_v", "adam/v"))
     }
+    dt = spec_dtype(section(_FN, path, meta, "policy"))
+    out["params"] = member(_FN, npz_path, arrays, "policy/params", dt)
     flat = dict(section(_FN, path, meta, "learner"), format_version=VERSION)
     flat["adam"] = section(_FN, path, meta, "adam")
     flat["config"] = section(_FN, path, meta, "config")

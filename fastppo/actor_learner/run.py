@@ -121,6 +121,7 @@ def run(
             hidden_sizes=tuple(ppo_config.hidden_sizes),
             activation=ppo_config.activation,
             seed=int(ppo_config.seed),
+            dtype=ppo_config.dtype,
             options={
                 "log_std_init": ppo_config.log_std_init,
                 "log_std_min": ppo_config.log_std_min,

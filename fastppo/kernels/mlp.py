@@ -17,9 +17,12 @@ the kernels opt into ``FASTMATH_SAFE`` (NaN/inf semantics are kept, so a NaN
 in the inputs still shows up as a non-finite gradient norm and the step is
 skipped).
 
-All arithmetic is float64: these networks are small (tens of thousands of
-weights), so width costs little, and float64 lets the tests check every
-gradient against central finite differences to ~1e-7.
+Every kernel has a float32 and a float64 variant (``F``): parameters,
+activations and gradients in ``F`` (float32 by default: twice the GEMM rate,
+and tanh32 vectorises eight lanes wide), while per-row scalars (log-probs,
+advantages, returns, losses) and the Adam moments are float64. The float64
+variant lets the tests check every gradient against central finite
+differences to ~1e-7.
 
 Activations for a minibatch of ``nb`` rows live in a flat scratch vector: the
 gathered input rows first (``nb * n_in0``), then layer ``l``'s output for row
@@ -47,7 +50,7 @@ import math
 import numpy as np
 
 from fastppo._jit import FASTMATH_SAFE, kernel
-from fastppo.kernels.fastmath import tanh64
+from fastppo.kernels.fastmath import tanh32, tanh64
 from fastppo.kernels.softmax import lse_entropy
 from fastppo.kernels.squash import unsquash
 
@@ -105,7 +108,7 @@ _LOGRATIO_MAX = 20.0
 
 # No fastmath: the tanh of kernels.fastmath rounds with exact float tricks that
 # reassociation would undo (and nothing here is a reduction).
-@kernel("i8(f8_1, i8_2, i8, f8_2, i8_1, i8, i8, f8_1w)")
+@kernel("i8(F_1, i8_2, i8, F_2, i8_1, i8, i8, F_1w)")
 def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover - compiled
     """Forward rows ``x[idx[i0 : i0 + nb]]`` through one stack; returns the output offset.
 
@@ -115,6 +118,7 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
     """
     n_layers = layout.shape[0]
     n_in0 = layout[0, 0]
+    zero = h.dtype.type(0)
     for b in range(nb):
         r = idx[i0 + b]
         for i in range(n_in0):
@@ -134,11 +138,15 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
             # negative-index wraparound and LLVM vectorises the inner loops.
             hrow = h[off + b * n_out : off + (b + 1) * n_out]
             if l < n_layers - 1 and act == ACT_TANH:
-                for j in range(n_out):
-                    hrow[j] = tanh64(hrow[j] + bias[j])
+                if h.itemsize == 4:  # a constant: the other branch is not emitted
+                    for j in range(n_out):
+                        hrow[j] = tanh32(hrow[j] + bias[j])
+                else:
+                    for j in range(n_out):
+                        hrow[j] = tanh64(hrow[j] + bias[j])
             elif l < n_layers - 1:
                 for j in range(n_out):
-                    hrow[j] = max(hrow[j] + bias[j], 0.0)
+                    hrow[j] = max(hrow[j] + bias[j], zero)
             else:
                 for j in range(n_out):
                     hrow[j] += bias[j]
@@ -147,7 +155,7 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
     return off_in
 
 
-@kernel("void(f8_1, i8_2, i8, i8, f8_1, f8_1w, f8_1w, f8_1w)", fastmath=FASTMATH_SAFE)
+@kernel("void(F_1, i8_2, i8, i8, F_1, F_1w, F_1w, F_1w)", fastmath=FASTMATH_SAFE)
 def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no cover
     """Backpropagate ``dz`` (d loss / d stack output, ``[nb, n_out_last]`` flat) into ``grad``.
 
@@ -164,6 +172,7 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
         off += nb * layout[l, 1]
     cur = dz
     prv = dprev
+    one = h.dtype.type(1)
     for l in range(n_layers - 1, -1, -1):
         n_in = layout[l, 0]
         n_out = layout[l, 1]
@@ -189,7 +198,7 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
                 prow = prv[b * n_in : (b + 1) * n_in]
                 if act == ACT_TANH:
                     for i in range(n_in):
-                        prow[i] *= 1.0 - hrow[i] * hrow[i]
+                        prow[i] *= one - hrow[i] * hrow[i]
                 else:
                     for i in range(n_in):
                         if hrow[i] <= 0.0:
@@ -198,8 +207,7 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
 
 
 @kernel(
-    "Tup(f8, f8)(f8_1, f8_1, i8, i8, i8_1, i8, f8, f8, i8_2, f8_2, i8, f8, f8, f8_1w, i8, b1,"
-    " f8_1w)",
+    "Tup(f8, f8)(F_1, F_1, i8, i8, i8_1, i8, f8, f8, i8_2, F_2, i8, f8, f8, F_1w, i8, b1, F_1w)",
     fastmath=FASTMATH_SAFE,
 )
 def head_row(
@@ -262,7 +270,7 @@ def head_row(
             raw = params[ls_off + d]
             s = min(max(raw, ls_lo), ls_hi)
             sigma = math.exp(s)
-            a = act_f[r, d]
+            a = np.float64(act_f[r, d])
             u, ld = unsquash(a) if head == HEAD_SQUASHED else (a, 0.0)
             z = (u - out[o + d]) / sigma
             logp += -0.5 * z * z - s - _HALF_LOG_2PI
@@ -277,8 +285,8 @@ def head_row(
 
 
 @kernel(
-    "i8(f8_1, i8_2, i8_2, i8, i8, i8_1, i8, f8_2, i8_2, f8_2, f8_1, f8_1, f8_1, f8_1, b1_1, i8_1,"
-    " i8, i8, f8_1, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w)",
+    "i8(F_1, i8_2, i8_2, i8, i8, i8_1, i8, F_2, i8_2, F_2, f8_1, f8_1, f8_1, f8_1, b1_1, i8_1,"
+    " i8, i8, f8_1, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w)",
     fastmath=FASTMATH_SAFE,
 )
 def minibatch_loss_grad(
@@ -375,7 +383,7 @@ def minibatch_loss_grad(
         if not valid[r]:
             dz[b] = 0.0
             continue
-        v = hc[vo + b]
+        v = np.float64(hc[vo + b])
         e1 = v - ret[r]
         if clip_vf >= 0.0:
             dv = v - old_val[r]
@@ -457,7 +465,7 @@ def minibatch_loss_grad(
     return n
 
 
-@kernel("f8(f8_1w, f8_1w, f8_1w, f8_1w, i8_1w, f8, f8, f8, f8, f8)", fastmath=FASTMATH_SAFE)
+@kernel("f8(F_1w, F_1, f8_1w, f8_1w, i8_1w, f8, f8, f8, f8, f8)", fastmath=FASTMATH_SAFE)
 def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # pragma: no cover
     """Global-norm clipping then one Adam step, in place; returns the pre-clip norm.
 
@@ -469,7 +477,8 @@ def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # p
     """
     s = 0.0
     for i in range(grad.shape[0]):
-        s += grad[i] * grad[i]
+        gi = np.float64(grad[i])
+        s += gi * gi
     norm = math.sqrt(s)
     if not math.isfinite(norm):
         return norm
@@ -494,8 +503,8 @@ def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # p
 
 
 @kernel(
-    "void(f8_1w, i8_2, i8_2, i8, i8, i8_1, i8, f8_2, i8_2, f8_2, f8_1, f8_1, f8_1, f8_1, b1_1,"
-    " i8_2, i8, f8_1, f8_1w, f8_1w, i8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w, f8_1w)"
+    "void(F_1w, i8_2, i8_2, i8, i8, i8_1, i8, F_2, i8_2, F_2, f8_1, f8_1, f8_1, f8_1, b1_1,"
+    " i8_2, i8, f8_1, f8_1w, f8_1w, i8_1w, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w, f8_1w)"
 )
 def ppo_update_kernel(
     params,
@@ -577,7 +586,7 @@ def ppo_update_kernel(
 
 
 @kernel(
-    "void(f8_1, i8_2, i8_2, i8, f8_2, i8_1, i8, f8_1w, f8_1w, b1, b1, f8_2w, f8_1w)",
+    "void(F_1, i8_2, i8_2, i8, F_2, i8_1, i8, F_1w, F_1w, b1, b1, F_2w, F_1w)",
     fastmath=FASTMATH_SAFE,
 )
 def policy_forward(
@@ -609,8 +618,8 @@ def policy_forward(
 
 
 @kernel(
-    "void(f8_1, i8_2, i8_2, i8, i8, i8_1, i8, f8, f8, f8_2, i8_2, f8_2, i8_1, i8, f8_1w, f8_1w,"
-    " f8_1w, f8_1w, f8_1w, f8_1w)",
+    "void(F_1, i8_2, i8_2, i8, i8, i8_1, i8, f8, f8, F_2, i8_2, F_2, i8_1, i8, F_1w, F_1w,"
+    " F_1w, f8_1w, f8_1w, f8_1w)",
     fastmath=FASTMATH_SAFE,
 )
 def policy_evaluate(
@@ -635,8 +644,3 @@ def policy_evaluate(
 def empty_int_actions() -> np.ndarray:
     """Placeholder ``act_i`` for continuous heads (kernels need a typed array)."""
     return np.zeros((1, 1), dtype=np.int64)
-
-
-def empty_float_actions() -> np.ndarray:
-    """Placeholder ``act_f`` for discrete heads."""
-    return np.zeros((1, 1), dtype=np.float64)

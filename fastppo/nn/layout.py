@@ -24,6 +24,21 @@ MAX_LAYERS = 16
 MAX_PARAMS = 1 << 26
 
 
+#: Parameter precisions a network (and a checkpoint's spec) may name.
+DTYPES = ("float32", "float64")
+
+
+def check_dtype(fn: str, dtype: Any) -> str:
+    """``dtype`` as one of :data:`DTYPES` (a name or a numpy dtype), else the house ValueError."""
+    try:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    except TypeError:
+        name = None
+    if name not in DTYPES:
+        fail(fn, "dtype", f"one of {DTYPES}", repr(dtype))
+    return str(name)
+
+
 def check_hidden(fn: str, hidden_sizes: Any) -> tuple[int, ...]:
     """``hidden_sizes`` as a tuple of ints in ``[1, MAX_WIDTH]``, at most ``MAX_LAYERS``."""
     try:

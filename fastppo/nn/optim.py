@@ -1,4 +1,4 @@
-"""Adam on a flat float64 parameter vector, with global-norm gradient clipping."""
+"""Adam on a flat float32 or float64 parameter vector, with global-norm gradient clipping."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fastppo.kernels.mlp import clip_adam_step
 
 
 class Adam:
-    """Adam with bias correction over one flat float64 vector (Kingma & Ba 2014).
+    """Adam with bias correction over one flat float32 or float64 vector (Kingma & Ba 2014).
 
     ``m <- b1 m + (1 - b1) g``; ``v <- b2 v + (1 - b2) g^2``;
     ``p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``,
@@ -78,9 +78,9 @@ class Adam:
         Parameters
         ----------
         params : numpy.ndarray
-            float64 ``[n_params]``, C-contiguous, writeable; updated in place.
+            float32 or float64 ``[n_params]``, C-contiguous, writeable; updated in place.
         grad : numpy.ndarray
-            float64 ``[n_params]``; not modified.
+            ``[n_params]`` of the same dtype; not modified.
         lr : float, optional
             Learning rate for this step (default: ``self.lr``).
         max_grad_norm : float, optional
@@ -94,10 +94,18 @@ class Adam:
         """
         fn = "Adam.step"
         for name, a in (("params", params), ("grad", grad)):
-            if not isinstance(a, np.ndarray) or a.dtype != np.float64:
-                fail(fn, name, "a float64 ndarray", _desc(a), exc=TypeError)
+            if not isinstance(a, np.ndarray) or a.dtype not in (np.float32, np.float64):
+                fail(fn, name, "a float32 or float64 ndarray", _desc(a), exc=TypeError)
             if a.shape != self.m.shape:
                 fail(fn, name, f"shape {self.m.shape}", f"shape {a.shape}")
+        if grad.dtype != params.dtype:
+            fail(
+                fn,
+                "grad",
+                f"dtype {params.dtype} (that of params)",
+                f"dtype {grad.dtype}",
+                exc=TypeError,
+            )
         if not params.flags.c_contiguous or not params.flags.writeable:
             fail(fn, "params", "C-contiguous and writeable", "an array that is not")
         lr_ = self.lr if lr is None else check_positive(fn, "lr", lr)

@@ -1,7 +1,7 @@
 """MLP actor-critic with discrete, multi-discrete and diagonal-Gaussian heads.
 
 Two separate stacks (actor and critic, no shared trunk, as in CleanRL's PPO)
-share ONE flat float64 parameter vector ``params``; every layer is a view into
+share ONE flat float32 (or float64) parameter vector ``params``; every layer is a view into
 it, so an optimizer step, a checkpoint or a parameter broadcast is a single
 contiguous array. Layout, in order: actor layers (``W [n_in, n_out]`` then
 ``b [n_out]`` each), the Gaussian ``log_std`` (continuous heads only), then
@@ -37,6 +37,7 @@ from fastppo.nn.layout import (
     MAX_PARAMS,
     MAX_WIDTH,
     bounds,
+    check_dtype,
     check_hidden,
     layer_layout,
     layer_views,
@@ -47,8 +48,13 @@ ACTIVATIONS = {"tanh": K.ACT_TANH, "relu": K.ACT_RELU}
 KINDS = ("discrete", "multi_discrete", "continuous")
 
 
+def spec_dtype(spec: dict[str, Any]) -> np.dtype:
+    """The parameter dtype a policy spec names (float64 when it names none: older files)."""
+    return np.dtype(check_dtype("ActorCritic.from_spec", spec.get("dtype", "float64")))
+
+
 class ActorCritic:
-    """Actor and critic MLPs over a flat float64 parameter vector.
+    """Actor and critic MLPs over a flat float32 (or float64) parameter vector.
 
     Parameters
     ----------
@@ -81,6 +87,10 @@ class ActorCritic:
     params : float array [n_params], optional
         Initial weights (copied; checked before anything is allocated), instead
         of the orthogonal initialisation.
+    dtype : {"float32", "float64"}
+        Precision of the weights, activations and gradients (default
+        float32: GEMMs twice as fast, and what torch trains in); float64
+        for gradient checks.
 
     The network must hold at most ``MAX_PARAMS`` (2**26) parameters, with
     observation, layer and head widths of at most ``MAX_WIDTH`` (65536) and at
@@ -90,7 +100,7 @@ class ActorCritic:
     Attributes
     ----------
     params : numpy.ndarray
-        float64 ``[n_params]``, the only storage of every weight.
+        ``dtype`` ``[n_params]``, the only storage of every weight.
     actor_layers, critic_layers : list of (W, b)
         Views into ``params``; ``W`` is ``[n_in, n_out]``.
     log_std : numpy.ndarray or None
@@ -117,8 +127,10 @@ class ActorCritic:
         log_std_max: float = 2.0,
         squash: bool = False,
         params: Any = None,
+        dtype: str = "float32",
     ) -> None:
         fn = "ActorCritic"
+        self.dtype = np.dtype(check_dtype(fn, dtype))
         self.obs_shape = tuple(
             int(s) for s in int_vector(fn, "obs_shape", obs_shape, 1, MAX_WIDTH, 0)
         )
@@ -213,7 +225,7 @@ class ActorCritic:
         if params is not None and np.shape(params) != (off,):
             # before the allocation: a spec's size is only believed when the weights match it
             fail(fn, "params", f"shape ({off},) for this network", f"shape {np.shape(params)}")
-        self.params = np.zeros(off, dtype=np.float64)
+        self.params = np.zeros(off, dtype=self.dtype)
         self._bind_views()
         if params is None:
             self._init_weights()
@@ -235,6 +247,8 @@ class ActorCritic:
         hidden_sizes: Sequence[int] = (64, 64),
         activation: str = "tanh",
         seed: int = 0,
+        *,
+        dtype: str = "float32",
         **head_options: Any,
     ) -> ActorCritic:
         """Build from gymnasium spaces (Box observations; Discrete, MultiDiscrete or Box actions).
@@ -263,6 +277,7 @@ class ActorCritic:
             "hidden_sizes": hidden_sizes,
             "activation": activation,
             "seed": seed,
+            "dtype": dtype,
         }
         obs_shape = observation_space.shape
         if isinstance(action_space, spaces.Discrete):
@@ -315,6 +330,7 @@ class ActorCritic:
             "hidden_sizes": list(self.hidden_sizes),
             "activation": self.activation,
             "seed": self.seed,
+            "dtype": self.dtype.name,
         }
         if self.kind == "continuous":
             d.update(
@@ -334,8 +350,11 @@ class ActorCritic:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], params: Any = None) -> ActorCritic:
-        """Inverse of :meth:`spec`, with ``params`` (or freshly initialised weights)."""
-        spec = dict(spec)
+        """Inverse of :meth:`spec`, with ``params`` (or freshly initialised weights).
+
+        A spec without ``dtype`` (written before float32 training) is float64.
+        """
+        spec = dict(spec, dtype=spec_dtype(spec).name)
         return cls(spec.pop("obs_shape"), spec.pop("kind"), params=params, **spec)
 
     def _bind_views(self) -> None:
@@ -367,10 +386,10 @@ class ActorCritic:
         sa = self.obs_dim + sum(int(r[1]) for r in self._a_layout)
         sc = self.obs_dim + sum(int(r[1]) for r in self._c_layout)
         self._idx = np.arange(cap, dtype=np.int64)
-        self._ha = np.empty(cap * sa, dtype=np.float64)
-        self._hc = np.empty(cap * sc, dtype=np.float64)
-        self._dz = np.empty(cap * self._widths, dtype=np.float64)
-        self._dprev = np.empty(cap * self._widths, dtype=np.float64)
+        self._ha = np.empty(cap * sa, dtype=self.dtype)
+        self._hc = np.empty(cap * sc, dtype=self.dtype)
+        self._dz = np.empty(cap * self._widths, dtype=self.dtype)
+        self._dprev = np.empty(cap * self._widths, dtype=self.dtype)
         self._cap = cap
 
     # parameters -----------------------------------------------------------------------
@@ -390,8 +409,9 @@ class ActorCritic:
             fail(fn, "flat", "a float array", f"dtype {a.dtype}", exc=TypeError)
         if a.shape != self.params.shape:
             fail(fn, "flat", f"shape {self.params.shape}", f"shape {a.shape}")
-        check_finite(fn, "flat", a)
-        self.params[...] = a
+        b = a.astype(self.dtype, copy=False)
+        check_finite(fn, "flat", b)  # after the cast: 1e39 is no float32
+        self.params[...] = b
 
     def clamped_log_std(self) -> np.ndarray:
         """``clip(log_std, log_std_min, log_std_max)`` as used by every forward pass."""
@@ -401,7 +421,7 @@ class ActorCritic:
 
     # learner side ---------------------------------------------------------------------
     def obs_batch(self, fn: str, obs: Any) -> np.ndarray:
-        """``obs`` as C-contiguous float64 ``[N, D]`` (validated: shape and finiteness)."""
+        """``obs`` as C-contiguous ``[N, D]`` in the policy's dtype (checked: shape, finite)."""
         a = as_array(fn, "obs", obs)
         if a.dtype.kind not in "fiu" or a.dtype == np.float16:
             fail(
@@ -414,20 +434,20 @@ class ActorCritic:
             n = a.shape[0]
         else:
             fail(fn, "obs", f"shape [N, {', '.join(map(str, shp))}]", f"shape {a.shape}")
-        out = np.ascontiguousarray(a.reshape(n, self.obs_dim), dtype=np.float64)
+        out = np.ascontiguousarray(a.reshape(n, self.obs_dim), dtype=self.dtype)
         check_finite(fn, "obs", out)
         return out
 
     def head_outputs(self, obs: Any) -> np.ndarray:
-        """Actor outputs: logits ``[N, sum(nvec)]`` or Gaussian means ``[N, A]`` (float64)."""
+        """Actor outputs: logits ``[N, sum(nvec)]`` or Gaussian means ``[N, A]`` (``dtype``)."""
         x = self.obs_batch("ActorCritic.head_outputs", obs)
         return self._forward(x, True, False)[0]
 
     def _forward(self, x: np.ndarray, want_a: bool, want_v: bool) -> tuple[np.ndarray, np.ndarray]:
         n = x.shape[0]
         self._grow(n)
-        out_a = np.empty((n, self.n_logits), dtype=np.float64)
-        out_v = np.empty(n, dtype=np.float64)
+        out_a = np.empty((n, self.n_logits), dtype=self.dtype)
+        out_v = np.empty(n, dtype=self.dtype)
         K.policy_forward(
             self.params, self._a_layout, self._c_layout, self._act, x, self._idx, n,
             self._ha, self._hc, want_a, want_v, out_a, out_v,
@@ -459,7 +479,7 @@ class ActorCritic:
         logp : numpy.ndarray
             float32 ``[N]``, log-probability of ``actions``.
         values : numpy.ndarray
-            float64 ``[N]``, ``V(obs)``.
+            ``[N]`` of the policy's dtype, ``V(obs)``.
         """
         x = self.obs_batch("ActorCritic.step", obs)
         out, values = self._forward(x, True, True)
@@ -484,12 +504,12 @@ class ActorCritic:
         return sampling.sample_gaussian(out, self.clamped_log_std(), squash=self.squash, **kw)
 
     def value(self, obs: Any) -> np.ndarray:
-        """``V(obs)``: float64 ``[N]`` for network inputs ``[N, *obs_shape]``."""
+        """``V(obs)``: ``[N]`` of the policy's dtype for network inputs ``[N, *obs_shape]``."""
         x = self.obs_batch("ActorCritic.value", obs)
         return self._forward(x, False, True)[1]
 
     def actions_batch(self, fn: str, actions: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Validate stored actions; returns ``(act_i [n, k] int64, act_f [n, A] float64)``."""
+        """Validate stored actions; returns ``(act_i [n, k] int64, act_f [n, A] dtype)``."""
         a = as_array(fn, "actions", actions)
         if self.kind == "continuous":
             if a.dtype.kind != "f":
@@ -504,7 +524,7 @@ class ActorCritic:
                 self.action_dim == 1 and a.shape == (n,)
             ):
                 fail(fn, "actions", f"shape ({n}, {self.action_dim})", f"shape {a.shape}")
-            af = np.ascontiguousarray(a.reshape(n, self.action_dim), dtype=np.float64)
+            af = np.ascontiguousarray(a.reshape(n, self.action_dim), dtype=self.dtype)
             check_finite(fn, "actions", af)
             return K.empty_int_actions(), af
         if a.dtype.kind not in "iu":
@@ -525,7 +545,7 @@ class ActorCritic:
         if bad.any():
             r, c = np.argwhere(bad)[0]
             fail(fn, "actions", f"in [0, {self.nvec[c]})", f"{ai[r, c]} at row {r}")
-        return ai, K.empty_float_actions()
+        return ai, np.zeros((1, 1), dtype=self.dtype)  # unused by discrete heads
 
     def evaluate(self, obs: Any, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Log-probs, entropies and values of stored ``actions`` (float64 ``[B]`` each).
@@ -590,7 +610,7 @@ class ActorCritic:
         x = self.obs_batch(fn, a[None] if single else a)
         if self.obs_normalizer is not None:
             x = np.ascontiguousarray(
-                self.obs_normalizer.normalize(x, clip=self.obs_clip), np.float64
+                self.obs_normalizer.normalize(x, clip=self.obs_clip), self.dtype
             )
         out = self._forward(x, True, False)[0]
         if counter is None:

@@ -91,7 +91,7 @@ def _env_spec(meta_path: str, meta: dict[str, Any], env: Any, trust_env_id: bool
 def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = False) -> Any:
     """Inverse of :func:`save_trainer`; makes no env (see the module docstring)."""
     from fastppo.nn.optim import Adam
-    from fastppo.nn.policy import ActorCritic
+    from fastppo.nn.policy import ActorCritic, spec_dtype
     from fastppo.ppo.config import PPOConfig
     from fastppo.stats import ReturnNormalizer, RunningMeanStd
 
@@ -106,9 +106,11 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
     if not isinstance(env_kwargs, dict):
         bad(_FN, f"{meta_path} field 'env_kwargs'", "a JSON object", type(env_kwargs).__name__)
     try:
-        config = PPOConfig.from_dict(section(_FN, path, meta, "config"))
-        params = member(_FN, npz_path, arrays, "policy/params", np.float64)
-        policy = ActorCritic.from_spec(section(_FN, path, meta, "policy"), params=params)
+        # files written before float32 training name no dtype: they are float64
+        config = PPOConfig.from_dict({"dtype": "float64", **section(_FN, path, meta, "config")})
+        spec = section(_FN, path, meta, "policy")
+        params = member(_FN, npz_path, arrays, "policy/params", spec_dtype(spec))
+        policy = ActorCritic.from_spec(spec, params=params)
         shape = (policy.n_params,)
         adam = join_state("adam", section(_FN, path, meta, "adam"), arrays)
         for k in ("m", "v"):

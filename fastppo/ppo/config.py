@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastppo._checks import check_range, fail
+from fastppo.nn.layout import DTYPES
 
 _FN = "PPOConfig"
 
@@ -52,6 +53,9 @@ class PPOConfig:
     hidden_sizes : tuple of int
         Hidden widths of the actor and of the critic.
     activation : {"tanh", "relu"}
+    dtype : {"float32", "float64"}
+        Precision of the network's weights, activations and gradients
+        (float32: twice the GEMM rate; float64 for gradient checks).
     log_std_init, log_std_min, log_std_max : float
         Gaussian heads: initial log std and its clamp.
     squash : bool
@@ -84,6 +88,7 @@ class PPOConfig:
     reward_clip: float = 10.0
     hidden_sizes: tuple[int, ...] = field(default_factory=lambda: (64, 64))
     activation: str = "tanh"
+    dtype: str = "float32"
     log_std_init: float = 0.0
     log_std_min: float = -20.0
     log_std_max: float = 2.0
@@ -157,6 +162,8 @@ class PPOConfig:
             fail(_FN, "hidden_sizes", "a tuple of positive ints", repr(hs))
         if self.activation not in ("tanh", "relu"):
             fail(_FN, "activation", "'tanh' or 'relu'", repr(self.activation))
+        if self.dtype not in DTYPES:
+            fail(_FN, "dtype", f"one of {DTYPES}", repr(self.dtype))
         if self.vectorization not in ("sync", "async"):
             fail(_FN, "vectorization", "'sync' or 'async'", repr(self.vectorization))
         return self

@@ -186,7 +186,7 @@ class PPOTrainer:
             }
         return ActorCritic.from_spaces(
             envs.single_observation_space, act_space, cfg.hidden_sizes, cfg.activation, cfg.seed,
-            **head,
+            dtype=cfg.dtype, **head,
         )  # fmt: skip
 
     @property
@@ -309,7 +309,7 @@ class PPOTrainer:
             obs = self._flat_obs(next_obs)
         self._obs = obs
         self.num_timesteps += cfg.n_steps * cfg.n_envs
-        last_values = policy.value(self._net_input(obs))
+        last_values = policy.value(self._net_input(obs)).astype(np.float64)  # the buffer's dtype
         gae(
             buf.rewards, buf.values, last_values, buf.terminated, buf.truncated,
             valid=buf.valid, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,

@@ -45,7 +45,8 @@ METRIC_NAMES = (
 
 
 class _Prepared:
-    """Kernel-ready (contiguous float64/int64) views of a batch, validated once."""
+    """Kernel-ready (contiguous) views of a batch, validated once: observations and
+    float actions in the policy's dtype, the per-row scalars in float64."""
 
     __slots__ = ("act_f", "act_i", "adv", "logp", "n", "obs", "ret", "val", "valid")
 
@@ -117,7 +118,7 @@ def loss_and_grad(
     -------
     loss : float
     grad : numpy.ndarray
-        float64 ``[n_params]``.
+        ``[n_params]``, the dtype of ``policy.params``.
     stats : dict
         CleanRL-named statistics of the minibatch (valid rows only).
     """
