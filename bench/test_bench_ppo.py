@@ -37,9 +37,7 @@ def _setup(
         p = ActorCritic((4,), "discrete", nvec=[2], seed=seed, dtype=dtype)
         a = rng.integers(0, 2, B)
     else:
-        p = ActorCritic(
-            (3,), "continuous", action_dim=1, seed=seed, log_std_init=-0.5, dtype=dtype
-        )
+        p = ActorCritic((3,), "continuous", action_dim=1, seed=seed, log_std_init=-0.5, dtype=dtype)
         a = rng.normal(size=(B, 1)).astype(dtype)
     p.params[:] += rng.normal(0, 0.05, p.n_params)
     obs = rng.normal(size=(B, *p.obs_shape))

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from fastppo import sampling
 from fastppo._checks import as_array, check_finite, fail, int_vector
 from fastppo.kernels import mlp as K
 from fastppo.nn.init import orthogonal
@@ -492,16 +493,20 @@ class ActorCritic:
     def _sample(
         self, out: np.ndarray, seed: int, counter: int, env_offset: int, deterministic: bool
     ) -> tuple[np.ndarray, np.ndarray]:
-        from fastppo import sampling
-
-        kw: dict[str, Any] = {"seed": seed, "counter": counter, "deterministic": deterministic}
-        if env_offset:
-            kw["env_offset"] = env_offset
+        # no import and no keyword dict here: the N = 1 actor loop pays this every step
         if self.kind == "discrete":
-            return sampling.sample_categorical(out, **kw)
+            return sampling.sample_categorical(
+                out, seed=seed, counter=counter, env_offset=env_offset, deterministic=deterministic
+            )
         if self.kind == "multi_discrete":
-            return sampling.sample_multi_categorical(out, self.nvec, **kw)
-        return sampling.sample_gaussian(out, self.clamped_log_std(), squash=self.squash, **kw)
+            return sampling.sample_multi_categorical(
+                out, self.nvec, seed=seed, counter=counter, env_offset=env_offset,
+                deterministic=deterministic,
+            )  # fmt: skip
+        return sampling.sample_gaussian(
+            out, self.clamped_log_std(), seed=seed, counter=counter, env_offset=env_offset,
+            deterministic=deterministic, squash=self.squash,
+        )  # fmt: skip
 
     def value(self, obs: Any) -> np.ndarray:
         """``V(obs)``: ``[N]`` of the policy's dtype for network inputs ``[N, *obs_shape]``."""
