@@ -52,11 +52,13 @@ def _policy(kind: str, obs_dim: int, na: int, hidden: int, seed: int = 0) -> Act
     return ActorCritic((obs_dim,), "continuous", action_dim=na, log_std_init=-0.5, **common)
 
 
-def _batch(p: ActorCritic, n: int, rng: np.random.Generator) -> RolloutBatch:
-    a = rng.integers(0, int(p.nvec[0]), n) if p.kind == "discrete" else rng.normal(size=(n, 6))
-    if p.kind != "discrete":
-        a = a[:, : p.action_dim]
-    obs = rng.normal(size=(n, p.obs_dim))
+def random_batch(p: ActorCritic, n: int, rng: np.random.Generator) -> RolloutBatch:
+    """``n`` random rows for ``p``: observations, actions, and noisy log-probs and values."""
+    if p.kind == "discrete":
+        a = rng.integers(0, int(p.nvec[0]), n)
+    else:
+        a = rng.normal(size=(n, p.action_dim)).astype(p.dtype)
+    obs = rng.normal(size=(n, *p.obs_shape))
     logp, _, v = p.evaluate(obs, a)
     return RolloutBatch(
         obs=obs,
@@ -69,11 +71,12 @@ def _batch(p: ActorCritic, n: int, rng: np.random.Generator) -> RolloutBatch:
     )
 
 
-def _tensors(batch: RolloutBatch) -> tuple[torch.Tensor, ...]:
+def tensors(batch: RolloutBatch, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+    """The batch as torch tensors of ``dtype`` (integer actions stay integer)."""
     acts = torch.from_numpy(np.asarray(batch.actions))
     if acts.dtype.is_floating_point:
-        acts = acts.float()
-    f = lambda x: torch.from_numpy(np.asarray(x, np.float32))  # noqa: E731
+        acts = acts.to(dtype)
+    f = lambda x: torch.from_numpy(np.asarray(x, np.float64)).to(dtype)  # noqa: E731
     return (
         f(batch.obs),
         acts,
@@ -99,16 +102,16 @@ def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
 def update_row(kind: str, obs_dim: int, na: int, hidden: int, n: int, mb: int, rounds: int):
     rng = np.random.default_rng(0)
     p = _policy(kind, obs_dim, na, hidden)
-    batch = _batch(p, n, rng)
+    batch = random_batch(p, n, rng)
     cfg = PPOConfig(batch_size=mb, n_epochs=10, ent_coef=0.01, clip_range_vf=0.2)
     opt = Adam(p.n_params, cfg.learning_rate, eps=cfg.adam_eps)
     model = TorchActorCritic(p, torch.float32)
     opt_t = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
-    tensors = _tensors(batch)
+    tt = tensors(batch)
     perms = np.stack([np.random.default_rng(e).permutation(n) for e in range(cfg.n_epochs)])
     fns = {
         "fastppo": lambda: ppo_update(p, opt, batch, cfg, rng),
-        "torch": lambda: torch_ppo_update(model, opt_t, tensors, cfg, perms),
+        "torch": lambda: torch_ppo_update(model, opt_t, tt, cfg, perms),
     }
     for f in fns.values():
         f()  # compile / warm

@@ -12,7 +12,6 @@ Run: ``pytest bench/test_bench_ppo.py --benchmark-enable -s`` (needs
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ppo_update_matrix import interleaved, random_batch, tensors  # noqa: E402
 from torch_ppo import TorchActorCritic, torch_ppo_loss, torch_ppo_update  # noqa: E402
 
 from fastppo.nn import ActorCritic, Adam  # noqa: E402
@@ -35,37 +35,10 @@ def _setup(
     rng = np.random.default_rng(seed)
     if kind == "discrete":
         p = ActorCritic((4,), "discrete", nvec=[2], seed=seed, dtype=dtype)
-        a = rng.integers(0, 2, B)
     else:
         p = ActorCritic((3,), "continuous", action_dim=1, seed=seed, log_std_init=-0.5, dtype=dtype)
-        a = rng.normal(size=(B, 1)).astype(dtype)
     p.params[:] += rng.normal(0, 0.05, p.n_params)
-    obs = rng.normal(size=(B, *p.obs_shape))
-    logp, _, v = p.evaluate(obs, a)
-    return p, RolloutBatch(
-        obs=obs,
-        actions=a,
-        logp=logp + rng.normal(0, 0.2, B),
-        advantages=rng.normal(size=B),
-        returns=v + rng.normal(size=B),
-        values=v + rng.normal(0, 0.1, B),
-        valid=np.ones(B, bool),
-    )
-
-
-def _tensors(batch: RolloutBatch, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    acts = torch.from_numpy(np.asarray(batch.actions))
-    if acts.dtype.is_floating_point:
-        acts = acts.to(dtype)
-    f = lambda x: torch.from_numpy(np.asarray(x, np.float64)).to(dtype)  # noqa: E731
-    return (
-        f(batch.obs),
-        acts,
-        f(batch.logp),
-        f(batch.advantages),
-        f(batch.returns),
-        f(batch.values),
-    )
+    return p, random_batch(p, B, rng)
 
 
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
@@ -74,7 +47,7 @@ def test_gradients_match_torch_float64(kind):
     rows = np.arange(64, dtype=np.int64)
     _, g, _ = loss_and_grad(p, batch, CFG, rows)
     model = TorchActorCritic(p, torch.float64)
-    t = [x[:64] for x in _tensors(batch, torch.float64)]
+    t = [x[:64] for x in tensors(batch, torch.float64)]
     torch_ppo_loss(model, *t, CFG).backward()
     tg = model.flat_grad()
     assert np.max(np.abs(g - tg)) <= 1e-5 * np.max(np.abs(tg))
@@ -89,7 +62,7 @@ def test_gradients_match_torch_float32(kind):
     _, g, _ = loss_and_grad(p, batch, CFG, rows)
     assert g.dtype == np.float32
     model = TorchActorCritic(p, torch.float32)
-    t = [x[:64] for x in _tensors(batch, torch.float32)]
+    t = [x[:64] for x in tensors(batch, torch.float32)]
     torch_ppo_loss(model, *t, CFG).backward()
     tg = model.flat_grad()
     assert np.linalg.norm(g - tg) <= 1e-4 * np.linalg.norm(tg)
@@ -101,7 +74,7 @@ def test_full_update_matches_torch_float64():
     model = TorchActorCritic(p, torch.float64)
     opt_t = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
     perms = np.stack([np.random.default_rng(1).permutation(B) for _ in range(2)])
-    torch_ppo_update(model, opt_t, _tensors(batch, torch.float64), cfg, perms)
+    torch_ppo_update(model, opt_t, tensors(batch, torch.float64), cfg, perms)
 
     class FixedPerm(np.random.Generator):
         """Hands ppo_update the same permutations the torch loop used."""
@@ -127,17 +100,6 @@ def test_full_update_matches_torch_float64():
     np.testing.assert_allclose(p.params, theirs, rtol=1e-6, atol=1e-8)
 
 
-def _interleaved(fns: dict[str, object], rounds: int = 5) -> dict[str, float]:
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for r in range(rounds):
-        order = list(fns)[r % len(fns) :] + list(fns)[: r % len(fns)]
-        for k in order:
-            t0 = time.perf_counter()
-            fns[k]()  # type: ignore[operator]
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def test_update_speed_vs_torch(benchmark):
     """One full PPO update (2048 x 10 epochs, minibatch 64): fastppo vs PyTorch, both float32."""
     torch.set_num_threads(1)
@@ -146,18 +108,18 @@ def test_update_speed_vs_torch(benchmark):
     rng = np.random.default_rng(0)
     model = TorchActorCritic(p, torch.float32)
     opt_t = torch.optim.Adam(model.parameters(), lr=CFG.learning_rate, eps=CFG.adam_eps)
-    tensors = _tensors(batch, torch.float32)
+    tt = tensors(batch, torch.float32)
     perms = np.stack([np.random.default_rng(e).permutation(B) for e in range(CFG.n_epochs)])
 
     def ours() -> None:
         ppo_update(p, opt, batch, CFG, rng)
 
     def theirs() -> None:
-        torch_ppo_update(model, opt_t, tensors, CFG, perms)
+        torch_ppo_update(model, opt_t, tt, CFG, perms)
 
     ours()  # compile / warm
     theirs()
-    med = _interleaved({"fastppo": ours, "torch": theirs})
+    med = interleaved({"fastppo": ours, "torch": theirs}, rounds=5)
     ratio = med["torch"] / med["fastppo"]
     benchmark.extra_info.update(
         fastppo_s=med["fastppo"], torch_s=med["torch"], ratio=ratio, target=">= 3x"

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from fastppo.cli import build_parser, main
+from fastppo.ppo.defaults import ENV_DEFAULTS
 from fastppo.ppo.run import build_config, parse_overrides
 
 
@@ -93,3 +94,25 @@ def test_train_eval_resume_end_to_end(tmp_path, capsys):
     assert (out / "metrics.csv").read_text().count("\n") == 5  # one header only
     with pytest.raises(ValueError, match=r"fastppo train: ENV_ID must be the checkpoint's env"):
         main(["train", "Acrobot-v1", "--out", str(out), "--resume"])
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_DEFAULTS))
+def test_every_per_env_default_builds_its_config(env_id):
+    config, steps = build_config(env_id)
+    want = dict(ENV_DEFAULTS[env_id])
+    assert steps == want.pop("total_timesteps")
+    for key, value in want.items():
+        assert getattr(config, key) == value, key
+
+
+def test_a_run_without_per_env_defaults_says_so_first(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "MountainCar-v0", "--total-timesteps", "64", "--n-envs", "2"]
+    rc = main([*args, "--set", "n_steps=32", "--out", str(out), "--quiet", "--eval-episodes", "1"])
+    assert rc == 0
+    first = capsys.readouterr().out.splitlines()[:3]
+    assert any("no per-env defaults for MountainCar-v0" in line for line in first), first
+    main(["train", "CartPole-v1", "--total-timesteps", "64", "--n-envs", "2", "--set",
+          "n_steps=32", "--set", "batch_size=32", "--out", str(tmp_path / "cp"), "--quiet",
+          "--eval-episodes", "1"])  # fmt: skip
+    assert "no per-env defaults" not in capsys.readouterr().out

@@ -215,9 +215,9 @@ def tanh64(u):  # pragma: no cover - compiled
 
 # Eigen's float tanh (generic_fast_tanh_float): an odd rational of degree
 # 13 / 6 on |x| <= 7.9053, where it reaches 1 - 2^-24; float32 throughout.
-_TA = tuple(
-    np.float32(c)
-    for c in (
+_TA1, _TA3, _TA5, _TA7, _TA9, _TA11, _TA13 = map(
+    np.float32,
+    (
         4.89352455891786e-03,
         6.37261928875436e-04,
         1.48572235717979e-05,
@@ -225,19 +225,12 @@ _TA = tuple(
         -8.60467152213735e-11,
         2.00018790482477e-13,
         -2.76076847742355e-16,
-    )
+    ),
 )
-_TB = tuple(
-    np.float32(c)
-    for c in (
-        4.89352518554385e-03,
-        2.26843463243900e-03,
-        1.18534705686654e-04,
-        1.19825839466702e-06,
-    )
+_TB0, _TB2, _TB4, _TB6 = map(
+    np.float32,
+    (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06),
 )
-_TA1, _TA3, _TA5, _TA7, _TA9, _TA11, _TA13 = _TA
-_TB0, _TB2, _TB4, _TB6 = _TB
 _TANH32_CLAMP = np.float32(7.90531110763549805)
 _TANH32_TINY = np.float32(0.0004)
 

@@ -3,6 +3,14 @@
 Each entry overrides :class:`~fastppo.ppo.config.PPOConfig` fields and sets the
 step budget. Sources: rl-baselines3-zoo ``hyperparams/ppo.yml`` (Raffin et al.),
 without state-dependent exploration (gSDE), which this trainer does not implement.
+The zoo's ``normalize: true`` (SB3's VecNormalize) is ``normalize_obs`` and
+``normalize_reward``; its MuJoCo entries' ``policy_kwargs`` are
+``hidden_sizes``, ``activation`` and ``log_std_init`` (their ``ortho_init=False``
+has no counterpart: this trainer always uses the orthogonal initialisation).
+The zoo lists ``LunarLander-v2``, ``Hopper-v3`` and ``HalfCheetah-v3``; the
+entries below carry those values to the ids gymnasium 1.x registers (v3, v5).
+An env with no entry trains on the generic ``PPOConfig`` defaults, and
+``fastppo train`` says so in its first lines.
 """
 
 from __future__ import annotations
@@ -48,6 +56,54 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "ent_coef": 0.0,
         "clip_range": 0.2,
         "normalize_reward": True,
+    },
+    "LunarLander-v3": {
+        "total_timesteps": 1_000_000,
+        "n_envs": 16,
+        "n_steps": 1024,
+        "batch_size": 64,
+        "n_epochs": 4,
+        "gamma": 0.999,
+        "gae_lambda": 0.98,
+        "ent_coef": 0.01,
+    },
+    "Hopper-v5": {
+        "total_timesteps": 1_000_000,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "n_envs": 1,
+        "n_steps": 512,
+        "batch_size": 32,
+        "n_epochs": 5,
+        "gamma": 0.999,
+        "gae_lambda": 0.99,
+        "learning_rate": 9.80828e-05,
+        "ent_coef": 0.00229519,
+        "clip_range": 0.2,
+        "max_grad_norm": 0.7,
+        "vf_coef": 0.835671,
+        "log_std_init": -2.0,
+        "activation": "relu",
+        "hidden_sizes": (256, 256),
+    },
+    "HalfCheetah-v5": {
+        "total_timesteps": 1_000_000,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "n_envs": 1,
+        "n_steps": 512,
+        "batch_size": 64,
+        "n_epochs": 20,
+        "gamma": 0.98,
+        "gae_lambda": 0.92,
+        "learning_rate": 2.0633e-05,
+        "ent_coef": 0.000401762,
+        "clip_range": 0.1,
+        "max_grad_norm": 0.8,
+        "vf_coef": 0.58096,
+        "log_std_init": -2.0,
+        "activation": "relu",
+        "hidden_sizes": (256, 256),
     },
 }
 

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from fastppo._checks import fail
 from fastppo.ppo.config import PPOConfig
-from fastppo.ppo.defaults import DEFAULT_TIMESTEPS, env_defaults
+from fastppo.ppo.defaults import DEFAULT_TIMESTEPS, ENV_DEFAULTS, env_defaults
 
 _FN = "fastppo train"
 
@@ -159,6 +159,12 @@ def train_main(
         f"seed {config.seed} -> {out}",
         file=stream,
     )
+    if not env_defaults(env_id):
+        print(
+            f"(no per-env defaults for {env_id}: the generic PPOConfig defaults, "
+            f"{DEFAULT_TIMESTEPS} steps unless given; tuned entries: {', '.join(ENV_DEFAULTS)})",
+            file=stream,
+        )
     print(
         "(the first run compiles the Numba kernels; later runs load them from the cache)",
         file=stream,
