@@ -57,15 +57,20 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "clip_range": 0.2,
         "normalize_reward": True,
     },
+    # The zoo's entry, with 10 epochs instead of 4 and reward scaling: measured
+    # (bench/learning.py, seeds 0 1 2, 500k steps) 257 / 235 / 260 where the
+    # zoo's own values gave -6.5 (seed 1). Constant learning rate, as the zoo's.
     "LunarLander-v3": {
-        "total_timesteps": 1_000_000,
+        "total_timesteps": 500_000,
         "n_envs": 16,
         "n_steps": 1024,
         "batch_size": 64,
-        "n_epochs": 4,
+        "n_epochs": 10,
         "gamma": 0.999,
         "gae_lambda": 0.98,
         "ent_coef": 0.01,
+        "anneal_lr": False,
+        "normalize_reward": True,
     },
     "Hopper-v5": {
         "total_timesteps": 1_000_000,
