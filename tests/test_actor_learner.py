@@ -567,6 +567,10 @@ def test_a_previous_release_learner_file_is_resumed(tmp_path: Path) -> None:
     assert rep.updates == 4 and len(seen) == 2
     _, meta = checkpoint.load(str(tmp_path))
     assert meta["format_version"] == 2 and meta["updates"] == 4
+    # its float64 weights are not rounded into a float32 run without a word
+    with pytest.raises(ValueError, match=r"params' must be dtype float32 \(this policy; resume "
+                       r"with PPOConfig\(dtype='float64'\)\), got dtype float64"):  # fmt: skip
+        run("CartPole-v1", ActorLearnerConfig(**cfg, **ck), ppo.replace(dtype="float32"), "threads")
 
 
 def test_checkpoint_rejects_foreign_files(tmp_path: object) -> None:

@@ -140,6 +140,15 @@ def maybe_resume(learner: Learner, directory: str | None) -> list[int]:
     for k in ("params", "adam_m", "adam_v"):
         if arrays[k].shape != params.shape:
             bad(_FN, f"{path} array {k!r}", f"shape {params.shape} (this policy)", arrays[k].shape)
+    if arrays["params"].dtype != params.dtype:
+        # no silent rounding of float64 weights into a float32 run (or the reverse)
+        bad(
+            _FN,
+            f"{path} array 'params'",
+            f"dtype {params.dtype} (this policy; resume with PPOConfig(dtype='"
+            f"{arrays['params'].dtype}'))",
+            f"dtype {arrays['params'].dtype}",
+        )
     try:
         return _restore(path, learner, arrays, meta)
     except RESTORE_ERRORS as e:
