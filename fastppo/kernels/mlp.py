@@ -12,10 +12,10 @@ a layer's weight is a C-contiguous ``[n_in, n_out]`` view of ``params`` and the
 three products of a layer (forward ``H W``, weight gradient ``H^T dZ``, input
 gradient ``dZ W^T``) are GEMMs on views: ``np.dot``, which Numba lowers to the
 BLAS that SciPy ships (no copies, the GIL stays released). The elementwise
-work around them (bias, activation and its derivative) is vectorised loops;
-the kernels opt into ``FASTMATH_SAFE`` (NaN/inf semantics are kept, so a NaN
-in the inputs still shows up as a non-finite gradient norm and the step is
-skipped).
+work around them (bias, activation and its derivative) is vectorised loops.
+The kernels but the forward pass opt into ``FASTMATH_SAFE`` for their
+reductions (NaN/inf semantics are kept, so a NaN in the inputs still shows up
+as a non-finite gradient norm and the step is skipped).
 
 Every kernel has a float32 and a float64 variant (``F``): parameters,
 activations and gradients in ``F`` (float32 by default: twice the GEMM rate,
