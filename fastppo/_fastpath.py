@@ -45,10 +45,14 @@ def fast_on_views(
     same views, so a call with tensors gets a second chance at the fast path
     (a [512, 64] ``gae`` from torch: 0.5x -> 0.9x the numpy call).
     """
-    if not any(x is not None and type(x).__module__.startswith("torch") for x in arrays):
-        return None
-    views = tuple(x if x is None else C.as_array(fn, n, x) for n, x in zip(names, arrays))
-    return entry(*views, *rest)
+    # a plain loop: the generator expressions it replaces cost ~1.5 us a call
+    views = None
+    for i, x in enumerate(arrays):
+        if x is not None and type(x).__module__.startswith("torch"):
+            if views is None:
+                views = list(arrays)
+            views[i] = C.as_array(fn, names[i], x)
+    return None if views is None else entry(*views, *rest)
 
 
 __all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast", "fast_on_views"]
