@@ -101,6 +101,11 @@ N_HYPER = 13
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _NO_MASK = np.zeros(1, np.uint8)  # lse_entropy's mask argument: every action allowed
+# Its has_mask flag: a numpy bool types as plain ``boolean`` where the literal
+# ``False`` would type as ``Literal[bool](False)``, one more compiled variant of
+# the lse_entropy subroutine per float dtype than the samplers' calls need
+# (tests/test_variant_budget.py, on a fresh cache).
+_MASKED = np.bool_(False)
 # The log-ratio is clamped before exp so a stale or poisoned log-prob cannot
 # overflow the ratio to inf (exp(20) ~ 5e8 is already far outside any clip range).
 _LOGRATIO_MAX = 20.0
@@ -251,7 +256,7 @@ def head_row(
         for c in range(nvec.shape[0]):
             n = nvec[c]
             z = out[o + base : o + base + n]
-            m, ls, hc = lse_entropy(z, _NO_MASK, False)
+            m, ls, hc = lse_entropy(z, _NO_MASK, _MASKED)
             a = act_i[r, c]
             logp += (z[a] - m) - ls
             ent += hc
