@@ -19,6 +19,21 @@ from typing import Any
 
 DEFAULT_TIMESTEPS = 100_000
 
+# What the zoo's tuned MuJoCo entries share: VecNormalize, one env, 512-step
+# rollouts, a constant learning rate, and policy_kwargs log_std_init=-2, ReLU,
+# 256x256 (the budget is theirs too).
+_ZOO_MUJOCO: dict[str, Any] = {
+    "total_timesteps": 1_000_000,
+    "anneal_lr": False,
+    "normalize_obs": True,
+    "normalize_reward": True,
+    "n_envs": 1,
+    "n_steps": 512,
+    "log_std_init": -2.0,
+    "activation": "relu",
+    "hidden_sizes": (256, 256),
+}
+
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {
         "total_timesteps": 100_000,
@@ -76,12 +91,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # reached 699 (seed 1), constant 988 / 976 (seeds 1 / 2); 1500 at 300k
     # is still out of reach with these values (tuned for 1M).
     "Hopper-v5": {
-        "total_timesteps": 1_000_000,
-        "anneal_lr": False,
-        "normalize_obs": True,
-        "normalize_reward": True,
-        "n_envs": 1,
-        "n_steps": 512,
+        **_ZOO_MUJOCO,
         "batch_size": 32,
         "n_epochs": 5,
         "gamma": 0.999,
@@ -91,19 +101,11 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "clip_range": 0.2,
         "max_grad_norm": 0.7,
         "vf_coef": 0.835671,
-        "log_std_init": -2.0,
-        "activation": "relu",
-        "hidden_sizes": (256, 256),
     },
     # The zoo's constant learning rate: 4213 / 4219 / 4396 at 300k (seeds 0 / 1 / 2;
     # annealed to 0 over the run: 3953 / 4092 for seeds 1 / 2).
     "HalfCheetah-v5": {
-        "total_timesteps": 1_000_000,
-        "anneal_lr": False,
-        "normalize_obs": True,
-        "normalize_reward": True,
-        "n_envs": 1,
-        "n_steps": 512,
+        **_ZOO_MUJOCO,
         "batch_size": 64,
         "n_epochs": 20,
         "gamma": 0.98,
@@ -113,9 +115,6 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "clip_range": 0.1,
         "max_grad_norm": 0.8,
         "vf_coef": 0.58096,
-        "log_std_init": -2.0,
-        "activation": "relu",
-        "hidden_sizes": (256, 256),
     },
 }
 
