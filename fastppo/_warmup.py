@@ -33,6 +33,11 @@ _MODULES = (
     "fastppo.kernels.checks",
     "fastppo.kernels.rng",
     "fastppo.kernels.mlp",
+    "fastppo.envs.cartpole",
+    "fastppo.envs.acrobot",
+    "fastppo.envs.mountain_car",
+    "fastppo.envs.mountain_car_continuous",
+    "fastppo.envs.pendulum",
     "fastppo.kernels.cabi",
 )
 
@@ -50,6 +55,11 @@ _COST = {
     "fastppo.kernels.logp": 12,
     "fastppo.kernels.codec": 8,
     "fastppo.kernels.mlp": 12,
+    "fastppo.envs.cartpole": 4,
+    "fastppo.envs.acrobot": 3,
+    "fastppo.envs.mountain_car": 2,
+    "fastppo.envs.mountain_car_continuous": 5,
+    "fastppo.envs.pendulum": 3,
 }
 
 

@@ -1,0 +1,40 @@
+"""Compiled, gymnasium-identical vector envs for classic control.
+
+``make_vec(env_id, num_envs, seed=, autoreset_mode=)`` returns a
+:class:`CompiledVectorEnv` (a ``gymnasium.vector.VectorEnv``) whose ``step``
+is one compiled call for the whole batch; ``ids()`` lists the env ids there
+are. One env per file; the loop they share is :mod:`fastppo.envs._loop`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastppo.envs._vector import MODULES, CompiledVectorEnv
+
+__all__ = ["CompiledVectorEnv", "ids", "make_vec"]
+
+
+def ids() -> tuple[str, ...]:
+    """The env ids ``make_vec`` compiles: CartPole-v1, Acrobot-v1, MountainCar-v0,
+    MountainCarContinuous-v0, Pendulum-v1."""
+    return tuple(MODULES)
+
+
+def make_vec(
+    env_id: str,
+    num_envs: int,
+    *,
+    seed: int | None = None,
+    autoreset_mode: Any = "next_step",
+) -> CompiledVectorEnv:
+    """``num_envs`` copies of ``env_id`` stepped by one compiled call.
+
+    The same spaces, time limit and autoreset semantics as
+    ``gymnasium.make_vec(env_id, num_envs)`` (``autoreset_mode`` is
+    ``"next_step"``, gymnasium's default, or ``"same_step"``; gymnasium's
+    ``AutoresetMode`` values work too), and the same dynamics bit for bit.
+    ``seed`` keys the reset streams (env ``i`` draws from ``(seed, i)``);
+    ``None`` takes a seed from the OS. Call ``reset()`` before ``step()``.
+    """
+    return CompiledVectorEnv(env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode)

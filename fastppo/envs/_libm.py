@@ -1,0 +1,40 @@
+"""libm's ``pow``/``powf`` as opaque calls, so kernels square exactly as numpy scalars do.
+
+A numpy scalar raised to a power (``np.float64(x) ** 2``, ``np.float32(u) ** 2``)
+and ``math.pow`` call the C library's ``pow``/``powf``, whose result can differ
+from ``x * x`` in the last bit (glibc's ``pow`` is accurate to 0.52 ulp, not
+correctly rounded: about 1 in 1,000 random doubles differ). Gymnasium's
+Acrobot, Pendulum and MountainCarContinuous square that way, so a compiled
+replay must too. Numba's ``x ** 2.0`` cannot: LLVM rewrites ``pow(x, 2.0)``
+to ``x * x`` whenever it sees the libm name or intrinsic. Here the same libm
+functions are registered with LLVM under names it does not know, so the call
+stays a call. The symbols are bound before any kernel is compiled or loaded
+from the cache (cached code refers to them by name).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Any
+
+import llvmlite.binding as llvm
+from numba import types
+
+
+def _libm() -> ctypes.CDLL:
+    name = ctypes.util.find_library("m")
+    # None (no separate libm, e.g. musl) finds the symbols in the process itself.
+    return ctypes.CDLL(name)
+
+
+_LIB = _libm()
+llvm.add_symbol("fastppo_libm_pow", ctypes.cast(_LIB.pow, ctypes.c_void_p).value)
+llvm.add_symbol("fastppo_libm_powf", ctypes.cast(_LIB.powf, ctypes.c_void_p).value)
+
+#: ``pow(x, y)`` of the C library, in double precision (numpy's ``float64 ** y``).
+pow64: Any = types.ExternalFunction("fastppo_libm_pow", types.float64(types.float64, types.float64))
+#: ``powf(x, y)`` of the C library (numpy's ``float32 ** y``).
+pow32: Any = types.ExternalFunction(
+    "fastppo_libm_powf", types.float32(types.float32, types.float32)
+)

@@ -1,0 +1,131 @@
+"""The loop every compiled vector env runs: validate, step, time limit, autoreset.
+
+Each env file supplies four inlined row functions and calls :func:`run_step`
+/ :func:`run_reset` from its own declared kernels, so the loop is written
+once and compiled into each env's kernel with that env's physics inlined:
+
+* ``valid(actions, i) -> bool``: action ``i`` is one the env accepts;
+* ``step_row(state, i, actions, elapsed) -> (reward, terminated)``: one
+  gymnasium ``step`` of env ``i`` (``elapsed`` is its step count so far, for
+  envs whose arithmetic changes after the first step);
+* ``obs_row(state, i, obs)``: env ``i``'s float32 observation into ``obs[i]``;
+* ``reset_row(state, i, u0, u1, u2, u3, p0, p1)``: a reset state from four
+  uniforms in [0, 1) and the env's two reset parameters (bounds or initial
+  ranges, as its ``reset(options=)`` takes them).
+
+Per-env bookkeeping lives in one int64 array ``book`` [5, N]: ``ELAPSED``
+(steps of the current episode, gymnasium's ``TimeLimit`` count),
+``PENDING`` (1 when ``"next_step"`` autoreset is due at the next step),
+``RESETS`` (resets drawn so far: the counter of the reset stream) and
+``KEY_LO``/``KEY_HI`` (the 32-bit halves of the env's seed).
+
+Reset randomness is Philox4x32-10 (:mod:`fastppo.kernels.rng`) keyed by the
+seed, with counter ``(RESET_BLOCK + b, env index, resets_lo, resets_hi)``:
+env ``i``'s ``k``-th reset is a pure function of ``(seed, i, k)``, so neither
+the batch size nor the thread count changes an env's trajectory. The high
+block word keeps these draws apart from the samplers' streams of the same
+seed, which count blocks from 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastppo._jit import inline
+from fastppo.kernels.rng import philox4x32_10, uniform53
+
+ELAPSED, PENDING, RESETS, KEY_LO, KEY_HI = range(5)
+BOOK_ROWS = 5
+RESET_BLOCK = 0x80000000
+_MASK32 = np.int64(0xFFFFFFFF)
+
+
+@inline
+def _draw(book, i):  # pragma: no cover - compiled
+    """Four uniforms of env ``i``'s next reset; advances its reset counter."""
+    k = book[RESETS, i]
+    book[RESETS, i] = k + 1
+    lo = np.uint64(k & _MASK32)
+    hi = np.uint64((k >> 32) & _MASK32)
+    env = np.uint64(i)
+    klo = np.uint64(book[KEY_LO, i])
+    khi = np.uint64(book[KEY_HI, i])
+    a0, a1, a2, a3 = philox4x32_10(np.uint64(RESET_BLOCK), env, lo, hi, klo, khi)
+    b0, b1, b2, b3 = philox4x32_10(np.uint64(RESET_BLOCK + 1), env, lo, hi, klo, khi)
+    return uniform53(a0, a1), uniform53(a2, a3), uniform53(b0, b1), uniform53(b2, b3)
+
+
+@inline
+def reset_env(reset_row, state, book, i, p0, p1):  # pragma: no cover - compiled
+    u0, u1, u2, u3 = _draw(book, i)
+    reset_row(state, i, u0, u1, u2, u3, p0, p1)
+    book[ELAPSED, i] = 0
+    book[PENDING, i] = 0
+
+
+@inline
+def run_step(
+    valid,
+    step_row,
+    obs_row,
+    reset_row,
+    p0,
+    p1,
+    state,
+    book,
+    actions,
+    max_steps,
+    same_step,
+    obs,
+    reward,
+    flags,
+    final_obs,
+):  # pragma: no cover - compiled
+    """One vector step; returns -1, or the index of the first invalid action
+    (then nothing was written: every action is checked before any env moves).
+
+    ``flags`` [2, N] holds terminated and truncated. ``same_step``: an env
+    whose episode ends is reset in the same call and its last observation
+    goes to ``final_obs``; otherwise (gymnasium's ``"next_step"``) it is
+    marked pending and reset by the next call, which returns its reset
+    observation with reward 0 and both flags False.
+    """
+    n = state.shape[0]
+    for i in range(n):
+        if not valid(actions, i):
+            return i
+    for i in range(n):
+        if book[PENDING, i] != 0:
+            reset_env(reset_row, state, book, i, p0, p1)
+            obs_row(state, i, obs)
+            reward[i] = 0.0
+            flags[0, i] = False
+            flags[1, i] = False
+            continue
+        r, term = step_row(state, i, actions, book[ELAPSED, i])
+        elapsed = book[ELAPSED, i] + 1
+        book[ELAPSED, i] = elapsed
+        trunc = elapsed >= max_steps
+        reward[i] = r
+        flags[0, i] = term
+        flags[1, i] = trunc
+        obs_row(state, i, obs)
+        if term or trunc:
+            if same_step:
+                final_obs[i, :] = obs[i, :]
+                reset_env(reset_row, state, book, i, p0, p1)
+                obs_row(state, i, obs)
+            else:
+                book[PENDING, i] = 1
+    return -1
+
+
+@inline
+def run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs):  # pragma: no cover
+    """Reset every env whose ``mask`` entry is set (all when ``mask`` is empty)."""
+    n = state.shape[0]
+    every = mask.shape[0] == 0
+    for i in range(n):
+        if every or mask[i]:
+            reset_env(reset_row, state, book, i, p0, p1)
+            obs_row(state, i, obs)
