@@ -78,13 +78,14 @@ def run_step(
     same_step,
     obs,
     reward,
-    flags,
+    terminated,
+    truncated,
     final_obs,
 ):  # pragma: no cover - compiled
     """One vector step; returns -1, or the index of the first invalid action
     (then nothing was written: every action is checked before any env moves).
 
-    ``flags`` [2, N] holds terminated and truncated. ``same_step``: an env
+    ``same_step``: an env
     whose episode ends is reset in the same call and its last observation
     goes to ``final_obs``; otherwise (gymnasium's ``"next_step"``) it is
     marked pending and reset by the next call, which returns its reset
@@ -99,16 +100,16 @@ def run_step(
             reset_env(reset_row, state, book, i, p0, p1)
             obs_row(state, i, obs)
             reward[i] = 0.0
-            flags[0, i] = False
-            flags[1, i] = False
+            terminated[i] = False
+            truncated[i] = False
             continue
         r, term = step_row(state, i, actions, book[ELAPSED, i])
         elapsed = book[ELAPSED, i] + 1
         book[ELAPSED, i] = elapsed
         trunc = elapsed >= max_steps
         reward[i] = r
-        flags[0, i] = term
-        flags[1, i] = trunc
+        terminated[i] = term
+        truncated[i] = trunc
         obs_row(state, i, obs)
         if term or trunc:
             if same_step:

@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from fastppo._checks import as_array, describe, fail
+from fastppo._jit import compile_declared
 from fastppo.envs._loop import BOOK_ROWS, ELAPSED, KEY_HI, KEY_LO, RESETS
 
 #: Compiled env ids and the module of each.
@@ -56,6 +57,15 @@ def _gym_facts(env_id: str) -> tuple[gym.Space[Any], gym.Space[Any], dict[str, A
         return env.observation_space, env.action_space, dict(env.metadata), spec
     finally:
         env.close()
+
+
+def _entry(disp: Any) -> Any:
+    """The compiled entry of ``disp``'s one declared signature, called without
+    Numba's argument typing (a third of a small step's time). Safe because
+    :meth:`CompiledVectorEnv.step` hands it exactly the declared types."""
+    (sig,) = disp.declared
+    compile_declared(disp)
+    return disp.overloads[tuple(sig.args)].entry_point
 
 
 def _autoreset_mode(fn: str, mode: Any) -> AutoresetMode:
@@ -137,6 +147,10 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         self._no_mask = np.empty(0, np.bool_)
         self._seed_keys(_seed_value(fn, "seed", seed), None)
         self._last_obs = np.zeros((n, self._obs_dim), np.float32)
+        self._obs_shape = (n, self._obs_dim)
+        self._act_dtype = np.dtype(np.int64) if self._discrete else np.dtype(np.float32)
+        self._act_shape = (n,) if self._discrete else (n, 1)
+        self._step = _entry(mod.step)
         self._needs_reset = True
 
     # ----------------------------------------------------------------- state
@@ -282,13 +296,21 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         """
         if self._needs_reset:
             raise gym.error.ResetNeeded("CompiledVectorEnv.step: call reset() before step()")
-        a = self._actions(actions)
-        n = self.num_envs
-        obs = np.empty((n, self._obs_dim), np.float32)
-        reward = np.empty(n, np.float64)
-        flags = np.empty((2, n), np.bool_)
-        final = np.empty((n, self._obs_dim), np.float32) if self._same_step else self._no_final
-        bad = self._mod.step(
+        a = actions
+        # the common case costs four attribute checks; anything else is validated and cast
+        if not (
+            type(a) is np.ndarray
+            and a.dtype is self._act_dtype
+            and a.shape == self._act_shape
+            and a.flags.c_contiguous
+        ):
+            a = self._actions(a)
+        obs = np.empty(self._obs_shape, np.float32)
+        reward = np.empty(self.num_envs, np.float64)
+        terminated = np.empty(self.num_envs, np.bool_)
+        truncated = np.empty(self.num_envs, np.bool_)
+        final = np.empty(self._obs_shape, np.float32) if self._same_step else self._no_final
+        bad = self._step(
             self._state,
             self._book,
             a,
@@ -296,36 +318,31 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
             self._same_step,
             obs,
             reward,
-            flags,
+            terminated,
+            truncated,
             final,
         )
         if bad >= 0:
-            what = (
-                f"integer actions in [0, {self._mod.N_ACTIONS})"
-                if self._discrete
-                else "actions without NaN"
-            )
-            fail(
-                "CompiledVectorEnv.step",
-                "actions",
-                what,
-                f"value {a[bad].tolist()!r} at index {bad}",
-            )
+            self._refuse(a, bad)
         self._last_obs = obs
-        info: dict[str, Any] = {}
         if self._same_step:
-            done = flags[0] | flags[1]
+            done = terminated | truncated
             if done.any():
-                final_obs = np.full(n, None, dtype=object)
+                final_obs = np.full(self.num_envs, None, dtype=object)
                 for i in np.flatnonzero(done):
                     final_obs[i] = final[i]
-                info = {
-                    "final_obs": final_obs,
-                    "_final_obs": done,
-                    "final_info": {},
-                    "_final_info": done.copy(),
-                }
-        return obs, reward, flags[0], flags[1], info
+                info = {"final_obs": final_obs, "_final_obs": done, "final_info": {}}
+                info["_final_info"] = done.copy()
+                return obs, reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, {}
+
+    def _refuse(self, a: np.ndarray, bad: int) -> None:
+        what = (
+            f"integer actions in [0, {self._mod.N_ACTIONS})"
+            if self._discrete
+            else "actions without NaN"
+        )
+        fail("CompiledVectorEnv.step", "actions", what, f"value {a[bad].tolist()!r} at index {bad}")
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the env is arrays and compiled functions."""

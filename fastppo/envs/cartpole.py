@@ -97,9 +97,9 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 3] = low + (high - low) * u3
 
 
-@kernel("i8(f8_2w, i8_2w, i8_1, i8, b1, f4_2w, f8_1w, b1_2w, f4_2w)", variants=({},))
+@kernel("i8(f8_2w, i8_2w, i8_1, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
 def step(
-    state, book, actions, max_steps, same_step, obs, reward, flags, final_obs
+    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
 ):  # pragma: no cover
     return run_step(
         valid,
@@ -115,7 +115,8 @@ def step(
         same_step,
         obs,
         reward,
-        flags,
+        terminated,
+        truncated,
         final_obs,
     )
 

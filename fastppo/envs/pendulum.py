@@ -105,9 +105,9 @@ def reset_row(s, i, u0, u1, u2, u3, x_init, y_init):  # pragma: no cover - compi
     s[i, 1] = -y_init + (y_init - -y_init) * u1
 
 
-@kernel("i8(f8_2w, i8_2w, f4_2, i8, b1, f4_2w, f8_1w, b1_2w, f4_2w)", variants=({},))
+@kernel("i8(f8_2w, i8_2w, f4_2, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
 def step(
-    state, book, actions, max_steps, same_step, obs, reward, flags, final_obs
+    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
 ):  # pragma: no cover
     return run_step(
         valid,
@@ -123,7 +123,8 @@ def step(
         same_step,
         obs,
         reward,
-        flags,
+        terminated,
+        truncated,
         final_obs,
     )
 
