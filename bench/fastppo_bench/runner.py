@@ -40,6 +40,7 @@ SUITES: tuple[str, ...] = (
     "fastppo_bench.suites.sampling",
     "fastppo_bench.suites.compat",
     "fastppo_bench.suites.forms",
+    "fastppo_bench.suites.envs",
 )
 
 SCHEMA_VERSION = 1
