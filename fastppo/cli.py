@@ -59,6 +59,13 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override one PPOConfig field, e.g. --set learning_rate=1e-3 (repeatable)",
     )
+    p.add_argument(
+        "--env-backend",
+        choices=("fastppo", "gymnasium"),
+        default=None,
+        help="fastppo (default): the compiled, gymnasium-identical env where one exists "
+        "(classic control), else gymnasium; gymnasium: always gymnasium's envs",
+    )
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes in the final report")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -89,7 +96,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
             "seed": ns.seed,
             "out": ns.out,
             "config_file": ns.config,
-            "overrides": ns.set,
+            "overrides": [*ns.set]
+            + ([f"env_backend={ns.env_backend}"] if ns.env_backend is not None else []),
             "eval_episodes": ns.eval_episodes,
             "quiet": ns.quiet,
             "tensorboard": ns.tensorboard,

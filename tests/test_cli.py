@@ -116,3 +116,20 @@ def test_a_run_without_per_env_defaults_says_so_first(tmp_path, capsys):
           "n_steps=32", "--set", "batch_size=32", "--out", str(tmp_path / "cp"), "--quiet",
           "--eval-episodes", "1"])  # fmt: skip
     assert "no per-env defaults" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flag", "first_line"),
+    [
+        ([], "env: CartPole-v1, fastppo compiled, gymnasium-identical dynamics"),
+        (["--env-backend", "gymnasium"], "env: CartPole-v1, gymnasium SyncVectorEnv"),
+    ],
+)
+def test_the_first_line_names_the_env_backend(tmp_path, capsys, flag, first_line):
+    rc = main(["train", "CartPole-v1", "--total-timesteps", "64", "--n-envs", "2", "--set",
+               "n_steps=32", "--set", "batch_size=32", "--out", str(tmp_path / "r"), "--quiet",
+               "--eval-episodes", "1", *flag])  # fmt: skip
+    assert rc == 0
+    assert capsys.readouterr().out.splitlines()[0] == first_line
+    saved = json.loads((tmp_path / "r" / "checkpoint.json").read_text())
+    assert saved["config"]["env_backend"] == (flag[1] if flag else "fastppo")

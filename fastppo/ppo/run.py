@@ -154,6 +154,7 @@ def train_main(
         out = out or os.path.join("runs", f"{env_id}-seed{config.seed}")
         trainer = PPOTrainer(env_id, config)
     os.makedirs(out, exist_ok=True)
+    print(f"env: {trainer.env_description()}", file=stream)
     print(
         f"fastppo train {env_id}: {steps} steps, {config.n_envs} envs x {config.n_steps} steps, "
         f"seed {config.seed} -> {out}",

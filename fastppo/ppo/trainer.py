@@ -210,9 +210,33 @@ class PPOTrainer:
         return self._envs
 
     # environments ---------------------------------------------------------------------
+    @property
+    def compiled_env(self) -> bool:
+        """True when rollouts step :mod:`fastppo.envs`' compiled vector env (see
+        ``PPOConfig.env_backend``), False for gymnasium's."""
+        from fastppo import envs
+
+        return (
+            self.config.env_backend == "fastppo"
+            and self.env_id in envs.ids()
+            and not self.env_kwargs
+        )
+
+    def env_description(self) -> str:
+        """What the rollouts step, in words (the CLI's first line)."""
+        if self.compiled_env:
+            return f"{self.env_id}, fastppo compiled, gymnasium-identical dynamics"
+        kind = "AsyncVectorEnv" if self.config.vectorization == "async" else "SyncVectorEnv"
+        return f"{self.env_id or 'custom env'}, gymnasium {kind}"
+
     def _make_vec(self) -> Any:
         import gymnasium as gym
 
+        if self.compiled_env:
+            from fastppo import envs
+
+            assert self.env_id is not None
+            return envs.make_vec(self.env_id, self.config.n_envs, autoreset_mode="next_step")
         fns = [self._env_fn] * self.config.n_envs
         mode = gym.vector.AutoresetMode.NEXT_STEP
         if self.config.vectorization == "async":

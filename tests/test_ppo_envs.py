@@ -1,0 +1,35 @@
+"""The trainer on fastppo's compiled envs: chosen by default where one exists."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from fastppo import PPOConfig, PPOTrainer
+from fastppo.envs import CompiledVectorEnv
+
+_SMALL = PPOConfig(n_envs=4, n_steps=16, batch_size=32, n_epochs=1, seed=3)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_classic_control_ids_step_the_compiled_env_by_default(env_id: str) -> None:
+    with PPOTrainer(env_id, _SMALL) as tr:
+        assert tr.compiled_env and isinstance(tr.envs, CompiledVectorEnv)
+        tr.learn(128)
+        assert tr.num_timesteps == 128 and np.isfinite(tr.history[-1]["losses/value_loss"])
+    with PPOTrainer(env_id, _SMALL.replace(env_backend="gymnasium")) as tr:
+        assert not tr.compiled_env and isinstance(tr.envs, gym.vector.SyncVectorEnv)
+
+
+def test_other_envs_and_kwargs_fall_back_to_gymnasium() -> None:
+    with PPOTrainer("CartPole-v1", _SMALL, env_kwargs={"sutton_barto_reward": True}) as tr:
+        assert not tr.compiled_env and isinstance(tr.envs, gym.vector.SyncVectorEnv)
+    with PPOTrainer(lambda: gym.make("CartPole-v1"), _SMALL) as tr:
+        assert not tr.compiled_env
+        assert tr.env_description() == "custom env, gymnasium SyncVectorEnv"
+
+
+def test_env_backend_is_validated() -> None:
+    with pytest.raises(ValueError, match="PPOConfig: env_backend must be 'fastppo' or 'gymnasium'"):
+        PPOConfig(env_backend="envpool").validate()
