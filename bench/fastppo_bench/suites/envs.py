@@ -49,13 +49,13 @@ def _group(env_id: str, n: int, with_sync: bool) -> Group:
     impls: dict[str, Callable[[], Any] | str] = {}
     baseline = ""
     if env_id == "CartPole-v1":
-        cv = gym.make_vec(env_id, n, vectorization_mode="vector_entry_point")
+        cv: Any = gym.make_vec(env_id, n, vectorization_mode="vector_entry_point")
         cv.reset(seed=0)
         cv.unwrapped.state = ours.state.T.copy()  # its state is [4, N]
         impls["gymnasium CartPoleVectorEnv"] = _stepper(cv, actions)
         baseline = "gymnasium CartPoleVectorEnv"
     if with_sync:
-        sv = gym.make_vec(env_id, n, vectorization_mode="sync")
+        sv: Any = gym.make_vec(env_id, n, vectorization_mode="sync")
         sv.reset(seed=0)
         for i, e in enumerate(sv.envs):
             e.unwrapped.state = ours.state[i].astype(
