@@ -328,6 +328,30 @@ def kernel_pair(
     return wrap
 
 
+def specialized(f: F, suffix: str, **bindings: Any) -> F:
+    """A copy of ``f`` named ``f.__name__ + suffix`` that sees ``bindings`` as globals.
+
+    One generic kernel body, many kernels: the fused rollout is written once
+    and compiled per env with that env's inlined row functions bound to the
+    names it calls. Decorate the copy with :func:`kernel`; its distinct
+    qualified name keeps the copies' cache entries apart (see :func:`_renamed`),
+    and its source stamp covers the bindings' modules when the template's
+    module imports them. The copy's globals are a snapshot of the module's at
+    this call, so call it after everything the body uses is defined.
+    """
+    g = types.FunctionType(
+        f.__code__,
+        {**f.__globals__, **bindings},
+        f.__name__ + suffix,
+        f.__defaults__,
+        f.__closure__,
+    )
+    g.__qualname__ = f.__qualname__ + suffix
+    g.__module__ = f.__module__
+    g.__doc__ = f.__doc__
+    return cast(F, g)
+
+
 def _renamed(f: Any, suffix: str) -> Any:
     """A copy of ``f`` with its own qualified name.
 

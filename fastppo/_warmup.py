@@ -38,6 +38,7 @@ _MODULES = (
     "fastppo.envs.mountain_car",
     "fastppo.envs.mountain_car_continuous",
     "fastppo.envs.pendulum",
+    "fastppo.ppo.rollout",
     "fastppo.kernels.cabi",
 )
 
@@ -93,11 +94,18 @@ _UNITS = (
 )
 
 
+#: Modules whose kernels call (or embed) the declared kernels of several other
+#: modules: the fused rollout and the fast path's C entries. The workers never
+#: compile them; the parent does, after the workers have filled the cache.
+_LAST = ("fastppo.ppo.rollout", "fastppo.kernels.cabi")
+
+
 def _partition(jobs: int) -> list[list[str]]:
-    """The kernel modules (all but ``cabi``) in ``jobs`` groups of similar cost,
+    """The kernel modules (all but :data:`_LAST`) in ``jobs`` groups of similar cost,
     each unit of :data:`_UNITS` whole in one group, in the order of ``_MODULES``."""
     grouped = {m for u in _UNITS for m in u}
-    units = [list(u) for u in _UNITS] + [[m] for m in _MODULES[:-1] if m not in grouped]
+    units = [list(u) for u in _UNITS]
+    units += [[m] for m in _MODULES if m not in grouped and m not in _LAST]
     groups: list[list[str]] = [[] for _ in range(jobs)]
     load = [0] * jobs
     for unit in sorted(units, key=lambda u: -sum(_COST.get(m, 1) for m in u)):

@@ -252,6 +252,32 @@ cdef inline void _affine_rows(const floating* x, floating* out, Py_ssize_t r0, P
                 outr[j] = <floating> y
 
 
+cdef int _affine_all(const floating* x, floating* out, Py_ssize_t n_rows, Py_ssize_t n_feat,
+                     const double* mu, const double* var, double epsilon, bint normalize,
+                     double clip, int n_threads) noexcept nogil:
+    # The whole affine map: the per-feature factor, then the rows (in row
+    # chunks on n_threads > 1). Returns 0, or -1 when out of memory.
+    cdef Py_ssize_t j, c, rows
+    cdef double* factor = <double*> calloc(n_feat, sizeof(double))
+    if factor == NULL:
+        return -1
+    # sqrt and division are correctly rounded: the same factor numpy
+    # computes for the Numba kernel, so the two agree bit for bit
+    for j in range(n_feat):
+        factor[j] = sqrt(var[j] + epsilon)
+        if normalize:
+            factor[j] = 1.0 / factor[j]
+    rows = max(1, 65536 // n_feat)  # 256-512 KiB per task
+    if n_threads > 1 and n_rows > rows:
+        for c in prange((n_rows + rows - 1) // rows, num_threads=n_threads, schedule="static"):
+            _affine_rows(x, out, c * rows, min(n_rows, (c + 1) * rows), n_feat, mu, factor,
+                         normalize, clip)
+    else:
+        _affine_rows(x, out, 0, n_rows, n_feat, mu, factor, normalize, clip)
+    free(factor)
+    return 0
+
+
 cdef class Updater:
     """The update of one running state ``(count, mean, var)``.
 
@@ -306,8 +332,7 @@ cdef class Updater:
     cdef int _affine(self, const floating* x, floating* out, Py_ssize_t n_rows,
                      Py_ssize_t n_feat, Py_ssize_t out_rows, Py_ssize_t out_feat,
                      double epsilon, bint normalize, double clip, int n_threads) except -1:
-        cdef Py_ssize_t j, c, rows
-        cdef double* factor
+        cdef int ok
         cdef const double* mu = &self.mean[0]
         if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
             raise ValueError("Updater: x/out shape does not match the state")
@@ -317,25 +342,11 @@ cdef class Updater:
             raise ValueError("Updater: out overlaps x")
         if n_rows == 0 or n_feat == 0:
             return 0
-        factor = <double*> calloc(n_feat, sizeof(double))
-        if factor == NULL:
-            raise MemoryError()
         with nogil:
-            # sqrt and division are correctly rounded: the same factor numpy
-            # computes for the Numba kernel, so the two agree bit for bit
-            for j in range(n_feat):
-                factor[j] = sqrt(self.var[j] + epsilon)
-                if normalize:
-                    factor[j] = 1.0 / factor[j]
-            rows = max(1, 65536 // n_feat)  # 256-512 KiB per task
-            if n_threads > 1 and n_rows > rows:
-                for c in prange((n_rows + rows - 1) // rows, num_threads=n_threads,
-                                schedule="static"):
-                    _affine_rows(x, out, c * rows, min(n_rows, (c + 1) * rows), n_feat, mu,
-                                 factor, normalize, clip)
-            else:
-                _affine_rows(x, out, 0, n_rows, n_feat, mu, factor, normalize, clip)
-        free(factor)
+            ok = _affine_all(x, out, n_rows, n_feat, mu, &self.var[0], epsilon, normalize, clip,
+                             n_threads)
+        if ok < 0:
+            raise MemoryError()
         return 0
 
     cdef Py_ssize_t _run(self, const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
@@ -558,3 +569,32 @@ cdef class ReturnScaler:
             n = _return_step(r, term, trunc, vp, masked, out, n_steps, n_envs, gamma, clip,
                              epsilon, count_a, &self.ret[0], &self.mean[0], &self.var[0])
         return n
+
+
+# ----------------------------------------------------------------------------- C API
+# The same cores for compiled callers: the trainer's fused rollout
+# (fastppo.stats.cabi binds these for Numba) folds observations and rewards
+# into the running statistics with exactly the arithmetic the per-step
+# Python path runs through Updater and ReturnScaler. float64 data, serial;
+# a NULL ``valid`` counts every row. Same return codes as the methods.
+
+cdef api Py_ssize_t fastppo_rms_update_f64(
+        const double* x, Py_ssize_t n_rows, Py_ssize_t n_feat, const unsigned char* valid,
+        Py_ssize_t rows_per_super, Py_ssize_t rows_per_block, double count_a, double* mean,
+        double* var) noexcept nogil:
+    return _update(x, n_rows, n_feat, valid, valid != NULL, rows_per_super, rows_per_block,
+                   count_a, mean, var, 1)
+
+
+cdef api int fastppo_rms_normalize_f64(
+        const double* x, double* out, Py_ssize_t n_rows, Py_ssize_t n_feat, const double* mean,
+        const double* var, double epsilon, double clip) noexcept nogil:
+    return _affine_all(x, out, n_rows, n_feat, mean, var, epsilon, True, clip, 1)
+
+
+cdef api Py_ssize_t fastppo_return_step_f64(
+        const double* r, const unsigned char* term, const unsigned char* trunc,
+        const unsigned char* valid, double* out, Py_ssize_t n_envs, double gamma, double clip,
+        double epsilon, double count_a, double* ret, double* mean, double* var) noexcept nogil:
+    return _return_step(r, term, trunc, valid, valid != NULL, out, 1, n_envs, gamma, clip,
+                        epsilon, count_a, ret, mean, var)

@@ -150,7 +150,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         self._obs_shape = (n, self._obs_dim)
         self._act_dtype = np.dtype(np.int64) if self._discrete else np.dtype(np.float32)
         self._act_shape = (n,) if self._discrete else (n, 1)
-        self._step = _entry(mod.step)
+        self._step: Any = None  # compiled on the first step (a fused rollout never needs it)
         self._needs_reset = True
 
     # ----------------------------------------------------------------- state
@@ -310,6 +310,8 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         terminated = np.empty(self.num_envs, np.bool_)
         truncated = np.empty(self.num_envs, np.bool_)
         final = np.empty(self._obs_shape, np.float32) if self._same_step else self._no_final
+        if self._step is None:
+            self._step = _entry(self._mod.step)
         bad = self._step(
             self._state,
             self._book,

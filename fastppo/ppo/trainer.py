@@ -133,6 +133,9 @@ class PPOTrainer:
         self._obs: np.ndarray | None = None
         self._train_time = 0.0
         self._resets = 0
+        #: Collect with one compiled call per rollout (``fastppo.ppo.rollout``) when
+        #: the env is compiled; False takes the step-by-step path (the same bits).
+        self.fused_rollout = True
 
     @classmethod
     def _restore(
@@ -297,6 +300,23 @@ class PPOTrainer:
             self._reset()
         obs = self._obs
         assert obs is not None
+        if self.fused_rollout and self.compiled_env:
+            obs = self._collect_fused(buf, np.array(obs, dtype=np.float64, order="C"))
+        else:
+            obs = self._collect_steps(buf, obs)
+        self._obs = obs
+        self.num_timesteps += cfg.n_steps * cfg.n_envs
+        last_values = policy.value(self._net_input(obs)).astype(np.float64)  # the buffer's dtype
+        gae(
+            buf.rewards, buf.values, last_values, buf.terminated, buf.truncated,
+            valid=buf.valid, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+            out=(buf.advantages, buf.returns),
+        )  # fmt: skip
+
+    def _collect_steps(self, buf: RolloutBuffer, obs: np.ndarray) -> np.ndarray:
+        """``n_steps`` vector steps, one Python iteration each; returns the last obs."""
+        cfg = self.config
+        policy = self.policy
         for t in range(cfg.n_steps):
             valid = ~self._prev_done
             if self.obs_rms is not None and valid.any():
@@ -331,14 +351,70 @@ class PPOTrainer:
             buf.valid[t] = valid
             self._prev_done = term | trunc
             obs = self._flat_obs(next_obs)
-        self._obs = obs
-        self.num_timesteps += cfg.n_steps * cfg.n_envs
-        last_values = policy.value(self._net_input(obs)).astype(np.float64)  # the buffer's dtype
-        gae(
-            buf.rewards, buf.values, last_values, buf.terminated, buf.truncated,
-            valid=buf.valid, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-            out=(buf.advantages, buf.returns),
+        return obs
+
+    def _collect_fused(self, buf: RolloutBuffer, obs: np.ndarray) -> np.ndarray:
+        """The same rollout as :meth:`_collect_steps` in one compiled call
+        (:mod:`fastppo.ppo.rollout`); returns the last obs."""
+        from fastppo.ppo import rollout as R
+        from fastppo.stats import layout
+
+        cfg = self.config
+        policy = self.policy
+        env = self.envs
+        n, t_steps = cfg.n_envs, cfg.n_steps
+        policy._grow(n)
+        f8 = np.float64
+        none = np.zeros(0, f8)
+        acts: np.ndarray
+        if policy.kind == "discrete":
+            log_std, low, high = policy.params[:0], none, none
+            start, acts = int(policy.action_start[0]), buf.actions.reshape(-1)
+        else:
+            log_std, low, high = policy.clamped_log_std(), policy.action_low, policy.action_high
+            start, acts = 0, buf.actions.reshape(t_steps * n, -1)
+        o_rms, r_n = self.obs_rms, self.ret_norm
+        if o_rms is not None:
+            o_mean, o_var = o_rms._mean, o_rms._var
+            rps, rpb = layout(policy.obs_dim)
+            o_args = (True, rps, rpb, float(o_rms._count), o_rms._epsilon, cfg.obs_clip)
+        else:
+            o_mean = o_var = none
+            o_args = (False, 1, 1, 0.0, 1.0, 0.0)
+        if r_n is not None:
+            r_ret, r_mean, r_var = r_n._returns, r_n._rms._mean, r_n._rms._var
+            gamma, r_clip, r_eps, r_count = r_n._step_args()
+            r_args = (True, r_count, gamma, r_clip, r_eps)
+        else:
+            r_ret = r_mean = r_var = none
+            r_args = (False, 0.0, 1.0, 0.0, 1.0)
+        prev = self._prev_done
+        episodes = np.empty((t_steps * n, 3), f8)
+        info = np.zeros(R.N_INFO, np.int64)
+        assert self.env_id is not None
+        st = R.KERNELS[self.env_id](
+            policy.params, policy._a_layout, policy._c_layout, policy._idx, log_std, low, high,
+            policy._act, start, bool(policy.squash), env.max_episode_steps,
+            self.sample_seed & 0xFFFFFFFF, self.sample_seed >> 32, self.counter,
+            *o_args, *r_args,
+            env.state, env._book, obs, prev, self._ep_ret, self._ep_len,
+            o_mean, o_var, r_ret, r_mean, r_var, policy._ha, policy._hc,
+            buf.obs.reshape(t_steps * n, -1), acts, buf.logp.reshape(-1),
+            buf.values.reshape(-1), buf.rewards.reshape(-1), buf.terminated.reshape(-1),
+            buf.truncated.reshape(-1), buf.valid.reshape(-1), episodes, info,
         )  # fmt: skip
+        if o_rms is not None:
+            o_rms._count += int(info[R.I_OBS_COUNT])
+        if r_n is not None:
+            r_n._rms._count += int(info[R.I_REW_COUNT])
+        for k in range(int(info[R.I_EPISODES])):
+            t, ret, length = episodes[k]
+            step = self.num_timesteps + (int(t) + 1) * n
+            self.episodes.append((step, float(ret), int(length)))
+        if st >= 0:
+            R.raise_status("PPOTrainer.collect_rollout", int(st), info)
+        self.counter += t_steps
+        return obs
 
     # training -------------------------------------------------------------------------
     def learn(
