@@ -13,6 +13,12 @@ Usage::
     python bench/learning.py                          # all three envs, seeds 0 1 2
     python bench/learning.py --env CartPole-v1 --seeds 0 1 2
     python bench/learning.py --env Pendulum-v1 --seeds 0 --steps 200000
+    python bench/learning.py --backend fastppo gymnasium   # both env backends, alternating
+
+``--backend``: ``fastppo`` (the default: the compiled env and fused rollout
+where the id has one) and/or ``gymnasium`` (gymnasium's own envs, as before
+the compiled envs); given both, each seed runs on one then the other, so
+the wall times compare in one session.
 
 Writes ``<out>/learning.json`` and one ``<out>/<env>.png`` learning curve per env.
 Not part of CI (minutes per run on 2 cores).
@@ -38,11 +44,13 @@ HEAVY = {"LunarLander-v3": (200.0, 500_000), "Hopper-v5": (1500.0, 300_000),
 TARGETS.update({k: t for k, (t, _) in HEAVY.items()})
 
 
-def run_one(env_id: str, seed: int, steps: int | None, episodes: int) -> dict:
+def run_one(
+    env_id: str, seed: int, steps: int | None, episodes: int, backend: str = "fastppo"
+) -> dict:
     d = env_defaults(env_id)
     budget = int(steps or (HEAVY[env_id][1] if env_id in HEAVY else d["total_timesteps"]))
     d.pop("total_timesteps", None)
-    cfg = PPOConfig(**d, seed=seed)
+    cfg = PPOConfig(**d, seed=seed, env_backend=backend)
     # Whole updates only, never past the budget ("within N steps" is strict).
     budget -= budget % cfg.rollout_size
     t0 = time.perf_counter()
@@ -54,6 +62,7 @@ def run_one(env_id: str, seed: int, steps: int | None, episodes: int) -> dict:
         return {
             "env_id": env_id,
             "seed": seed,
+            "backend": backend,
             "steps": tr.num_timesteps,
             "wall_s": wall,
             "eval": ev,
@@ -74,18 +83,22 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=None, help="override the per-env budget")
     ap.add_argument("--episodes", type=int, default=20)
+    ap.add_argument("--backend", nargs="*", default=["fastppo"], choices=("fastppo", "gymnasium"))
     ap.add_argument("--out", default="bench_out/learning")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "learning.json")
     results = json.load(open(path)) if os.path.exists(path) else []
     for env_id in a.env:
-        for seed in a.seeds:
-            r = run_one(env_id, seed, a.steps, a.episodes)
-            results = [x for x in results if (x["env_id"], x["seed"]) != (env_id, seed)] + [r]
+        for seed, backend in [(s, b) for s in a.seeds for b in a.backend]:
+            r = run_one(env_id, seed, a.steps, a.episodes, backend)
+            key = (env_id, seed, backend)
+            results = [x for x in results if (x["env_id"], x["seed"], x.get("backend")) != key]
+            results.append(r)
             ev = r["eval"]
             print(
-                f"{env_id:12s} seed {seed}: {r['steps']} steps in {r['wall_s']:6.1f} s, eval "
+                f"{env_id:12s} seed {seed} {backend:9s}: {r['steps']} steps in "
+                f"{r['wall_s']:6.1f} s, eval "
                 f"{ev['mean_return']:8.1f} +- {ev['std_return']:6.1f} over {a.episodes} episodes "
                 f"(target >= {r['target']}: {'PASS' if r['passed'] else 'FAIL'})",
                 flush=True,
@@ -93,7 +106,10 @@ def main() -> None:
             with open(path, "w") as f:
                 json.dump(results, f)
         series = {
-            f"seed {x['seed']}": ([s for s, _ in x["curve"]], _smooth([v for _, v in x["curve"]]))
+            f"seed {x['seed']} {x.get('backend', 'fastppo')}": (
+                [s for s, _ in x["curve"]],
+                _smooth([v for _, v in x["curve"]]),
+            )
             for x in results
             if x["env_id"] == env_id and x["curve"]
         }

@@ -4,7 +4,7 @@
     python docs/gen_api.py --check   # exit 1 if docs/api.md is out of date
 
 Documents every name in ``fastppo.__all__``, ``fastppo.codec.__all__`` and
-``fastppo.compat.__all__`` (classes with their public methods and
+``fastppo.compat.__all__`` and ``fastppo.envs.__all__`` (classes with their public methods and
 properties). tests/test_docs.py runs the check, so the reference cannot drift
 from the code: after changing a public docstring or signature, run this.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 API_MD = Path(__file__).resolve().parent / "api.md"
-MODULES = ("fastppo", "fastppo.codec", "fastppo.compat")
+MODULES = ("fastppo", "fastppo.codec", "fastppo.compat", "fastppo.envs")
 
 HEADER = """\
 # API reference

@@ -82,6 +82,10 @@ EXAMPLES = {
         "torch",
         ["--total-timesteps", "512", "--num-steps", "64", "--num-envs", "2"],
     ),
+    "cleanrl_compiled_env.py": (
+        "torch",
+        ["--total-timesteps", "512", "--num-steps", "64", "--num-envs", "2"],
+    ),
     "gymnasium_autoreset.py": (None, ["--steps", "64"]),
     "zero_copy_torch.py": ("torch", []),
 }

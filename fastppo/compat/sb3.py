@@ -262,6 +262,8 @@ def _make_vec_env_class() -> type:
     vec_env = require(
         "stable_baselines3.common.vec_env", "stable-baselines3", "fastppo.compat.sb3.CompiledVecEnv"
     )
+    from gymnasium.vector import AutoresetMode
+
     from fastppo.envs import CompiledVectorEnv
 
     class CompiledVecEnv(vec_env.VecEnv):  # type: ignore[name-defined]
@@ -278,7 +280,7 @@ def _make_vec_env_class() -> type:
                     "make one with fastppo.compat.sb3.make_vec_env(env_id, n_envs)",
                     exc=TypeError,
                 )
-            if not venv._same_step:
+            if venv.autoreset_mode is not AutoresetMode.SAME_STEP:
                 C.fail(
                     fn,
                     "venv",
