@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -112,7 +113,12 @@ def _stamp(compiled: Any) -> Any:
     py_func = getattr(compiled, "py_func", None) or getattr(compiled, "_pyfunc", None)
     if cache_file is not None and hasattr(cache_file, "_source_stamp") and py_func is not None:
         src = Path(py_func.__code__.co_filename)
-        cache_file._source_stamp = (cache_file._source_stamp, source_stamp(src))
+        stamps = [source_stamp(src)]
+        # a specialized() copy attributed to another module: that module's closure too
+        home = getattr(sys.modules.get(py_func.__module__), "__file__", None)
+        if home is not None and Path(home).resolve() != src.resolve():
+            stamps.append(source_stamp(Path(home)))
+        cache_file._source_stamp = (cache_file._source_stamp, *stamps)
     return compiled
 
 
@@ -328,16 +334,18 @@ def kernel_pair(
     return wrap
 
 
-def specialized(f: F, suffix: str, **bindings: Any) -> F:
+def specialized(f: F, suffix: str, module: str | None = None, **bindings: Any) -> F:
     """A copy of ``f`` named ``f.__name__ + suffix`` that sees ``bindings`` as globals.
 
     One generic kernel body, many kernels: the fused rollout is written once
     and compiled per env with that env's inlined row functions bound to the
     names it calls. Decorate the copy with :func:`kernel`; its distinct
-    qualified name keeps the copies' cache entries apart (see :func:`_renamed`),
-    and its source stamp covers the bindings' modules when the template's
-    module imports them. The copy's globals are a snapshot of the module's at
-    this call, so call it after everything the body uses is defined.
+    qualified name keeps the copies' cache entries apart (see :func:`_renamed`).
+    ``module`` attributes the copy to the module that supplies the bindings
+    (warmup finds it there, and its source stamp covers that module's import
+    closure besides the template's); by default it stays the template's, whose
+    imports must then cover the bindings. The copy's globals are a snapshot of
+    the template module's at this call: everything the body uses must exist.
     """
     g = types.FunctionType(
         f.__code__,
@@ -347,7 +355,7 @@ def specialized(f: F, suffix: str, **bindings: Any) -> F:
         f.__closure__,
     )
     g.__qualname__ = f.__qualname__ + suffix
-    g.__module__ = f.__module__
+    g.__module__ = module or f.__module__
     g.__doc__ = f.__doc__
     return cast(F, g)
 

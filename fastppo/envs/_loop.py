@@ -1,8 +1,8 @@
 """The loop every compiled vector env runs: validate, step, time limit, autoreset.
 
-Each env file supplies four inlined row functions and calls :func:`run_step`
-/ :func:`run_reset` from its own declared kernels, so the loop is written
-once and compiled into each env's kernel with that env's physics inlined:
+Each env file supplies four inlined row functions and gets its ``step`` and
+``reset`` kernels from :func:`env_kernels`, so the loop is written once and
+compiled into each env's kernels with that env's physics inlined:
 
 * ``valid(actions, i) -> bool``: action ``i`` is one the env accepts;
 * ``step_row(state, i, actions, elapsed) -> (reward, terminated)``: one
@@ -29,9 +29,12 @@ seed, which count blocks from 0.
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import numpy as np
 
-from fastppo._jit import inline
+from fastppo._jit import inline, kernel, specialized
 from fastppo.kernels.rng import philox4x32_10, uniform53
 
 ELAPSED, PENDING, RESETS, KEY_LO, KEY_HI = range(5)
@@ -130,3 +133,48 @@ def run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs):  # pragma: no
         if every or mask[i]:
             reset_env(reset_row, state, book, i, p0, p1)
             obs_row(state, i, obs)
+
+
+# Bound per env by env_kernels() (the templates themselves are never compiled).
+_valid: Any = None
+_step_row: Any = None
+_obs_row: Any = None
+_reset_row: Any = None
+_P0 = _P1 = 0.0
+
+
+def _step(
+    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
+):  # pragma: no cover - compiled
+    return run_step(
+        _valid, _step_row, _obs_row, _reset_row, _P0, _P1,
+        state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs,
+    )  # fmt: skip
+
+
+def _reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
+    run_reset(_reset_row, _obs_row, state, book, mask, p0, p1, obs)
+
+
+def env_kernels(module: str, discrete: bool) -> tuple[Any, Any]:
+    """The declared ``step`` and ``reset`` kernels of env module ``module`` (its
+    row functions and ``RESET_DEFAULTS`` bound); call it at the end of that module.
+
+    ``step(state, book, actions, max_steps, same_step, obs, reward, terminated,
+    truncated, final_obs) -> -1 or the first invalid action`` (actions int64 [N]
+    or float32 [N, 1]); ``reset(state, book, mask, p0, p1, obs)``.
+    """
+    mod = sys.modules[module]
+    suffix = "_" + module.rsplit(".", 1)[1]
+    bound = {
+        "_valid": mod.valid, "_step_row": mod.step_row, "_obs_row": mod.obs_row,
+        "_reset_row": mod.reset_row, "_P0": mod.RESET_DEFAULTS[0], "_P1": mod.RESET_DEFAULTS[1],
+    }  # fmt: skip
+    act = "i8_1" if discrete else "f4_2"
+    step = kernel(
+        f"i8(f8_2w, i8_2w, {act}, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},)
+    )(specialized(_step, suffix, module, **bound))
+    reset = kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))(
+        specialized(_reset, suffix, module, **bound)
+    )
+    return step, reset

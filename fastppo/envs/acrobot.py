@@ -30,9 +30,9 @@ from math import pi
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
+from fastppo._jit import inline
 from fastppo.envs._libm import pow64
-from fastppo.envs._loop import run_reset, run_step
+from fastppo.envs._loop import env_kernels
 
 ID = "Acrobot-v1"
 STATE_DIM = 4
@@ -51,7 +51,6 @@ LINK_MOI = 1.0
 MAX_VEL_1 = 4 * pi
 MAX_VEL_2 = 9 * pi
 G = 9.8
-_P0, _P1 = RESET_DEFAULTS
 
 # Products of Python floats that gymnasium's expressions evaluate before they
 # meet a numpy value (Python evaluates left to right): the same constants.
@@ -166,30 +165,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 3] = np.float64(np.float32(low + (high - low) * u3))
 
 
-@kernel("i8(f8_2w, i8_2w, i8_1, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
-def step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover
-    return run_step(
-        valid,
-        step_row,
-        obs_row,
-        reset_row,
-        _P0,
-        _P1,
-        state,
-        book,
-        actions,
-        max_steps,
-        same_step,
-        obs,
-        reward,
-        terminated,
-        truncated,
-        final_obs,
-    )
-
-
-@kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))
-def reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
-    run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs)
+step, reset = env_kernels(__name__, discrete=True)

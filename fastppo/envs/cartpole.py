@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
-from fastppo.envs._loop import run_reset, run_step
+from fastppo._jit import inline
+from fastppo.envs._loop import env_kernels
 
 ID = "CartPole-v1"
 STATE_DIM = 4
@@ -46,7 +46,6 @@ FORCE_MAG = 10.0
 TAU = 0.02
 THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
-_P0, _P1 = RESET_DEFAULTS
 
 
 @inline
@@ -97,30 +96,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 3] = low + (high - low) * u3
 
 
-@kernel("i8(f8_2w, i8_2w, i8_1, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
-def step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover
-    return run_step(
-        valid,
-        step_row,
-        obs_row,
-        reset_row,
-        _P0,
-        _P1,
-        state,
-        book,
-        actions,
-        max_steps,
-        same_step,
-        obs,
-        reward,
-        terminated,
-        truncated,
-        final_obs,
-    )
-
-
-@kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))
-def reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
-    run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs)
+step, reset = env_kernels(__name__, discrete=True)

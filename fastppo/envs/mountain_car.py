@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
-from fastppo.envs._loop import run_reset, run_step
+from fastppo._jit import inline
+from fastppo.envs._loop import env_kernels
 
 ID = "MountainCar-v0"
 STATE_DIM = 2
@@ -37,7 +37,6 @@ GOAL_VELOCITY = 0
 FORCE = 0.001
 GRAVITY = 0.0025
 _NEG_GRAVITY = -GRAVITY
-_P0, _P1 = RESET_DEFAULTS
 
 
 @inline
@@ -73,30 +72,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 1] = 0.0
 
 
-@kernel("i8(f8_2w, i8_2w, i8_1, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
-def step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover
-    return run_step(
-        valid,
-        step_row,
-        obs_row,
-        reset_row,
-        _P0,
-        _P1,
-        state,
-        book,
-        actions,
-        max_steps,
-        same_step,
-        obs,
-        reward,
-        terminated,
-        truncated,
-        final_obs,
-    )
-
-
-@kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))
-def reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
-    run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs)
+step, reset = env_kernels(__name__, discrete=True)

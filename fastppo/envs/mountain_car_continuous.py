@@ -30,9 +30,9 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
+from fastppo._jit import inline
 from fastppo.envs._libm import pow64
-from fastppo.envs._loop import run_reset, run_step
+from fastppo.envs._loop import env_kernels
 
 ID = "MountainCarContinuous-v0"
 STATE_DIM = 2
@@ -51,7 +51,6 @@ MAX_SPEED = 0.07
 GOAL_POSITION = 0.45
 GOAL_VELOCITY = 0
 POWER = 0.0015
-_P0, _P1 = RESET_DEFAULTS
 
 # The kind of a value in gymnasium's expression: a Python float (double, cast
 # to float32 when it meets a float32), a numpy float64, a numpy float32.
@@ -168,30 +167,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 1] = 0.0
 
 
-@kernel("i8(f8_2w, i8_2w, f4_2, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
-def step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover
-    return run_step(
-        valid,
-        step_row,
-        obs_row,
-        reset_row,
-        _P0,
-        _P1,
-        state,
-        book,
-        actions,
-        max_steps,
-        same_step,
-        obs,
-        reward,
-        terminated,
-        truncated,
-        final_obs,
-    )
-
-
-@kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))
-def reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
-    run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs)
+step, reset = env_kernels(__name__, discrete=False)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastppo._jit import inline, kernel
+from fastppo._jit import inline
 from fastppo.envs._libm import pow32, pow64
-from fastppo.envs._loop import run_reset, run_step
+from fastppo.envs._loop import env_kernels
 
 ID = "Pendulum-v1"
 STATE_DIM = 2
@@ -52,7 +52,6 @@ _TWO = np.float32(2.0)
 _LO_U = np.float32(-MAX_TORQUE)
 _HI_U = np.float32(MAX_TORQUE)
 _TWO_PI = 2 * np.pi
-_P0, _P1 = RESET_DEFAULTS
 
 
 @inline
@@ -105,30 +104,4 @@ def reset_row(s, i, u0, u1, u2, u3, x_init, y_init):  # pragma: no cover - compi
     s[i, 1] = -y_init + (y_init - -y_init) * u1
 
 
-@kernel("i8(f8_2w, i8_2w, f4_2, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},))
-def step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover
-    return run_step(
-        valid,
-        step_row,
-        obs_row,
-        reset_row,
-        _P0,
-        _P1,
-        state,
-        book,
-        actions,
-        max_steps,
-        same_step,
-        obs,
-        reward,
-        terminated,
-        truncated,
-        final_obs,
-    )
-
-
-@kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))
-def reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
-    run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs)
+step, reset = env_kernels(__name__, discrete=False)
