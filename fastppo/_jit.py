@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import llvmlite.binding as llvm
 import numba
 from numba import types as nt
 from numba.core.compiler_lock import global_compiler_lock
@@ -391,6 +392,21 @@ def _fm(fastmath: bool | frozenset[str]) -> bool | set[str]:
 def num_threads() -> int:
     """Number of threads Numba's parallel kernels use."""
     return int(numba.get_num_threads())
+
+
+def external(name: str, address: int, sig: Any) -> Any:
+    """A C function at ``address`` that kernels call as ``name`` with Numba signature ``sig``.
+
+    The address is bound to ``name`` as an LLVM symbol and the function declared
+    by that name, so compiled code refers to it by name: cached kernels load in
+    a later process once the module that calls this has bound it again, and a
+    name LLVM does not know keeps the call a call (LLVM rewrites libm's
+    ``pow(x, 2.0)`` to ``x * x``, for one). Every ``name`` starts ``fastppo_``.
+    """
+    if not name.startswith("fastppo_"):
+        raise ValueError(f"_jit.external: name must start with 'fastppo_', got {name!r}")
+    llvm.add_symbol(name, address)
+    return nt.ExternalFunction(name, sig)
 
 
 def c_entry(sig: Any) -> Callable[[F], Any]:

@@ -18,8 +18,9 @@ import ctypes
 import ctypes.util
 from typing import Any
 
-import llvmlite.binding as llvm
 from numba import types
+
+from fastppo._jit import external
 
 
 def _libm() -> ctypes.CDLL:
@@ -28,13 +29,13 @@ def _libm() -> ctypes.CDLL:
     return ctypes.CDLL(name)
 
 
-_LIB = _libm()
-llvm.add_symbol("fastppo_libm_pow", ctypes.cast(_LIB.pow, ctypes.c_void_p).value)
-llvm.add_symbol("fastppo_libm_powf", ctypes.cast(_LIB.powf, ctypes.c_void_p).value)
+def _address(f: Any) -> int:
+    return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
 
+
+_LIB = _libm()
+_f8, _f4 = types.float64, types.float32
 #: ``pow(x, y)`` of the C library, in double precision (numpy's ``float64 ** y``).
-pow64: Any = types.ExternalFunction("fastppo_libm_pow", types.float64(types.float64, types.float64))
+pow64: Any = external("fastppo_libm_pow", _address(_LIB.pow), _f8(_f8, _f8))
 #: ``powf(x, y)`` of the C library (numpy's ``float32 ** y``).
-pow32: Any = types.ExternalFunction(
-    "fastppo_libm_powf", types.float32(types.float32, types.float32)
-)
+pow32: Any = external("fastppo_libm_powf", _address(_LIB.powf), _f4(_f4, _f4))

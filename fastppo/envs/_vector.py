@@ -149,6 +149,10 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         self._last_obs = np.zeros((n, self._obs_dim), np.float32)
         self._obs_shape = (n, self._obs_dim)
         self._act_dtype = np.dtype(np.int64) if self._discrete else np.dtype(np.float32)
+        #: what step() expects of the action values (the house error's "must be")
+        self._act_rule = (
+            f"integer actions in [0, {mod.N_ACTIONS})" if self._discrete else "actions without NaN"
+        )
         self._act_shape = (n,) if self._discrete else (n, 1)
         self._step: Any = None  # compiled on the first step (a fused rollout never needs it)
         self._needs_reset = True
@@ -251,13 +255,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         n = self.num_envs
         if self._discrete:
             if a.dtype.kind not in "iu":
-                fail(
-                    fn,
-                    "actions",
-                    f"integer actions in [0, {self._mod.N_ACTIONS})",
-                    f"dtype {a.dtype}",
-                    exc=TypeError,
-                )
+                fail(fn, "actions", self._act_rule, f"dtype {a.dtype}", exc=TypeError)
             if a.shape != (n,):
                 fail(fn, "actions", f"shape ({n},)", f"shape {a.shape}")
             if a.dtype != np.int64 or not a.flags.c_contiguous:
@@ -265,7 +263,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
                     fail(
                         fn,
                         "actions",
-                        f"integer actions in [0, {self._mod.N_ACTIONS})",
+                        self._act_rule,
                         f"value {int(a.max())} at index {int(a.argmax())}",
                     )
                 a = np.ascontiguousarray(a, dtype=np.int64)
@@ -339,12 +337,12 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         return obs, reward, terminated, truncated, {}
 
     def _refuse(self, a: np.ndarray, bad: int) -> None:
-        what = (
-            f"integer actions in [0, {self._mod.N_ACTIONS})"
-            if self._discrete
-            else "actions without NaN"
+        fail(
+            "CompiledVectorEnv.step",
+            "actions",
+            self._act_rule,
+            f"value {a[bad].tolist()!r} at index {bad}",
         )
-        fail("CompiledVectorEnv.step", "actions", what, f"value {a[bad].tolist()!r} at index {bad}")
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release: the env is arrays and compiled functions."""

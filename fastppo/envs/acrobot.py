@@ -34,7 +34,6 @@ from fastppo._jit import inline
 from fastppo.envs._libm import pow64
 from fastppo.envs._loop import env_kernels
 
-ID = "Acrobot-v1"
 STATE_DIM = 4
 OBS_DIM = 6
 N_ACTIONS = 3

@@ -28,7 +28,6 @@ import numpy as np
 from fastppo._jit import inline
 from fastppo.envs._loop import env_kernels
 
-ID = "CartPole-v1"
 STATE_DIM = 4
 OBS_DIM = 4
 N_ACTIONS = 2

@@ -22,7 +22,6 @@ import numpy as np
 from fastppo._jit import inline
 from fastppo.envs._loop import env_kernels
 
-ID = "MountainCar-v0"
 STATE_DIM = 2
 OBS_DIM = 2
 N_ACTIONS = 3

@@ -34,20 +34,21 @@ from fastppo._jit import inline
 from fastppo.envs._libm import pow64
 from fastppo.envs._loop import env_kernels
 
-ID = "MountainCarContinuous-v0"
-STATE_DIM = 2
-OBS_DIM = 2
-ACTION_DIM = 1
-ACTION_LOW = -1.0
-ACTION_HIGH = 1.0
-RESET_PARAMS = ("low", "high")
-RESET_DEFAULTS = (-0.6, -0.4)
+# The track, the state, its observation and the reset are MountainCar-v0's.
+from fastppo.envs.mountain_car import (  # noqa: F401 - obs_row/reset_row: env_kernels reads them
+    MAX_POSITION,
+    MAX_SPEED,
+    MIN_POSITION,
+    OBS_DIM,
+    RESET_DEFAULTS,
+    RESET_PARAMS,
+    STATE_DIM,
+    obs_row,
+    reset_row,
+)
 
 MIN_ACTION = -1.0
 MAX_ACTION = 1.0
-MIN_POSITION = -1.2
-MAX_POSITION = 0.6
-MAX_SPEED = 0.07
 GOAL_POSITION = 0.45
 GOAL_VELOCITY = 0
 POWER = 0.0015
@@ -153,18 +154,6 @@ def step_row(s, i, actions, elapsed):  # pragma: no cover - compiled
     s[i, 0] = np.float64(np.float32(position))
     s[i, 1] = np.float64(np.float32(velocity))
     return reward, terminated
-
-
-@inline
-def obs_row(s, i, obs):  # pragma: no cover - compiled
-    obs[i, 0] = np.float32(s[i, 0])
-    obs[i, 1] = np.float32(s[i, 1])
-
-
-@inline
-def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
-    s[i, 0] = low + (high - low) * u0
-    s[i, 1] = 0.0
 
 
 step, reset = env_kernels(__name__, discrete=False)

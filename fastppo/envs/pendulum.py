@@ -28,12 +28,8 @@ from fastppo._jit import inline
 from fastppo.envs._libm import pow32, pow64
 from fastppo.envs._loop import env_kernels
 
-ID = "Pendulum-v1"
 STATE_DIM = 2
 OBS_DIM = 3
-ACTION_DIM = 1
-ACTION_LOW = -2.0
-ACTION_HIGH = 2.0
 #: ``reset(options=)`` takes ``x_init`` and ``y_init``: the reset ranges of
 #: theta and theta_dot are ``[-x_init, x_init)`` and ``[-y_init, y_init)``.
 RESET_PARAMS = ("x_init", "y_init")

@@ -3,9 +3,8 @@
 ``_stats.pyx`` exports its C cores (``cdef api``): the moment update and
 the normalising map of :class:`fastppo.RunningMeanStd` and one step of
 :class:`fastppo.ReturnNormalizer`'s reward scaling. Their addresses are
-bound here under LLVM symbol names, so a kernel calls the same machine code
-the Python methods run (one implementation, the same bits) and its cache
-refers to them by name (bound before any kernel loads). Arrays are passed
+bound here by name (:func:`fastppo._jit.external`), so a kernel calls the
+same machine code the Python methods run (one implementation, the same bits). Arrays are passed
 as ``arr.ctypes.data``: a pointer is a 64-bit integer in the C ABI.
 """
 
@@ -14,9 +13,9 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-import llvmlite.binding as llvm
 from numba import types
 
+from fastppo._jit import external
 from fastppo.stats._common import cy
 
 _get_name = ctypes.pythonapi.PyCapsule_GetName
@@ -29,8 +28,7 @@ _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 def _bind(name: str, sig: Any) -> Any:
     capsule = cy.__pyx_capi__[name]  # type: ignore[attr-defined]
-    llvm.add_symbol(name, _get_pointer(capsule, _get_name(capsule)))
-    return types.ExternalFunction(name, sig)
+    return external(name, _get_pointer(capsule, _get_name(capsule)), sig)
 
 
 _p, _n, _f, _i = types.intp, types.intp, types.float64, types.intc
