@@ -24,6 +24,10 @@ def test_actors_train_writes_what_the_trainer_writes_and_eval_reads_it(tmp_path,
     text = capsys.readouterr().out
     # CartPole's defaults: 8 envs x 32 steps per update -> 2 actors x 128 steps
     assert "2 actors (threads) x 128 steps per update" in text
+    assert text.splitlines()[0] == (
+        "env: CartPole-v1, fastppo compiled, gymnasium-identical dynamics; "
+        "one per actor, a chunk per compiled call"
+    )
     assert "mean return" in text and f"fastppo eval {out}" in text
     for name in FILES:
         assert (out / name).is_file(), name

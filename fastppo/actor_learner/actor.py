@@ -61,13 +61,27 @@ class Spec:
         ]
 
 
+def is_compiled(env: Any) -> bool:
+    """True for one of :mod:`fastppo.envs`' compiled envs (a vector env of one)."""
+    from fastppo.envs import CompiledVectorEnv
+
+    return isinstance(env, CompiledVectorEnv)
+
+
+def spaces(env: Any) -> tuple[Any, Any]:
+    """``(observation_space, action_space)`` of one env: a compiled env's single spaces."""
+    if is_compiled(env):
+        return env.single_observation_space, env.single_action_space
+    return env.observation_space, env.action_space
+
+
 def spec_for(env: Any, policy: Any) -> Spec:
     """Derive the record spec from a probe environment and policy."""
     import gymnasium.spaces as sp
 
     params = np.asarray(policy.params)
     fdtype = params.dtype if params.dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    space = env.action_space
+    obs_space, space = spaces(env)
     if isinstance(space, sp.Discrete):
         act_shape: tuple[int, ...] = ()
         act_dtype = "int64"
@@ -80,7 +94,6 @@ def spec_for(env: Any, policy: Any) -> Spec:
             f"run: env action_space must be Discrete, MultiDiscrete, MultiBinary or Box, "
             f"got {type(space).__name__}"
         )
-    obs_space = env.observation_space
     if not isinstance(obs_space, sp.Box):
         raise TypeError(
             f"run: env observation_space must be a Box, got {type(obs_space).__name__}; "
@@ -171,6 +184,9 @@ class ActorCore:
         Steps already consumed from this column (the valve counts from there).
     capacity : int
         Chunk size in steps.
+    fused : bool
+        Collect with the fused rollout (:meth:`collect`) where it applies;
+        False keeps the step path (the same rows, for tests).
     """
 
     def __init__(
@@ -183,12 +199,19 @@ class ActorCore:
         seed: int,
         start_sent: int,
         capacity: int,
+        fused: bool = True,
     ) -> None:
         self.actor_id = actor_id
         self.incarnation = incarnation
         self.spec = spec
         self.env = env_fn()
-        self.policy = policy_fn(self.env.observation_space, self.env.action_space)
+        self.compiled = is_compiled(self.env)
+        if self.compiled and self.env.num_envs != 1:
+            raise ValueError(
+                "run: env_fn must make one env (a compiled env of num_envs=1), "
+                f"got a compiled env of num_envs={self.env.num_envs}"
+            )
+        self.policy = policy_fn(*spaces(self.env))
         env_seed, self.sample_seed = actor_seeds(seed, actor_id, incarnation)
         self.version = -1  # no weights yet: an actor never acts with its init
         self.sent = start_sent  # steps taken (sent or buffered), valve units
@@ -199,9 +222,16 @@ class ActorCore:
         self.n = 0
         self.fdtype = np.dtype(spec.fdtype)
         obs, _ = self.env.reset(seed=env_seed)
-        self.obs = np.asarray(obs, dtype=self.fdtype)
+        self.obs = np.asarray(obs, dtype=self.fdtype).reshape(spec.obs_shape)
         self.need_reset = False
-        self.ep_return = 0.0
+        self.fused = fused and self.compiled and _is_actor_critic(self.policy)
+        if self.fused:
+            # float64 rows for the fields the fused kernel writes in float64
+            # (the chunk buffer holds the policy's dtype, or float32 log-probs)
+            self._wide = {
+                k: np.zeros((capacity, *self.buf[k].shape[1:]), np.float64)
+                for k in ("obs", "logp", "values", "rewards")
+            }
 
     def load(self, blob: Any) -> None:
         """Load a broadcast (bytes in the documented format)."""
@@ -213,7 +243,8 @@ class ActorCore:
         return step_allowance(self.sent, self.version, broadcast_every, num_steps, lead_steps)
 
     def step(self) -> None:
-        """Take one step into the buffer (the buffer must have room)."""
+        """Take one step into the buffer (the buffer must have room), one Python
+        iteration: the step path, and the only one for other envs and policies."""
         b, k = self.buf, self.n
         obs_b = self.obs.reshape((1, *self.spec.obs_shape))
         actions, logp, values = self.policy.step(obs_b, seed=self.sample_seed, counter=self.counter)
@@ -224,6 +255,11 @@ class ActorCore:
         b["logp"][k] = np.asarray(logp).reshape(())
         b["values"][k] = np.asarray(values).reshape(())
         b["versions"][k] = self.version
+        self.n += 1
+        self.sent += 1
+        if self.compiled:
+            self._step_compiled(a, k)
+            return
         if self.need_reset:
             # the reset row of next-step autoreset: no transition happens here
             b["rewards"][k] = 0.0
@@ -245,9 +281,60 @@ class ActorCore:
             b["truncated"][k] = bool(truncated)
             b["valid"][k] = True
             self.need_reset = bool(terminated or truncated)
-        self.obs = np.asarray(obs, dtype=self.fdtype)
-        self.n += 1
-        self.sent += 1
+        self.obs = np.asarray(obs, dtype=self.fdtype).reshape(self.spec.obs_shape)
+
+    def _step_compiled(self, a: np.ndarray, k: int) -> None:
+        """The env step of :meth:`step` on a compiled env: its next-step
+        autoreset makes the reset row (reward 0, neither flag) itself."""
+        to_env = getattr(self.policy, "to_env", None)
+        if to_env is not None:
+            env_a = to_env(a[None])
+        else:
+            env_a = np.asarray(env_action(self.env.single_action_space, a))[None]
+        obs, reward, terminated, truncated, _ = self.env.step(env_a)
+        b = self.buf
+        b["rewards"][k] = reward[0]
+        b["terminated"][k] = terminated[0]
+        b["truncated"][k] = truncated[0]
+        b["valid"][k] = not self.need_reset
+        self.need_reset = bool(terminated[0] or truncated[0])
+        self.obs = np.asarray(obs[0], dtype=self.fdtype)
+
+    def collect(self, m: int) -> None:
+        """Take ``m`` steps into the buffer (it must have room).
+
+        On a compiled env with the package's ``ActorCritic`` this is one
+        compiled call (:func:`fastppo.ppo.rollout.collect`, the trainer's fused
+        rollout for one env); otherwise ``m`` calls of :meth:`step`. Both give
+        the same rows bit for bit (``tests/test_actor_fused.py``).
+        """
+        if not self.fused:
+            for _ in range(m):
+                self.step()
+            return
+        from fastppo.ppo import rollout as R
+
+        k, b, w = self.n, self.buf, self._wide
+        carry = R.Carry(
+            self.obs.astype(np.float64).reshape(1, -1),
+            np.array([self.need_reset]),
+            np.zeros(1, np.float64),  # episode returns: the learner counts them
+            np.zeros(1, np.int64),
+        )
+        rows = R.Rows(
+            w["obs"][:m], b["actions"][k : k + m], w["logp"][:m], w["values"][:m],
+            w["rewards"][:m], b["terminated"][k : k + m], b["truncated"][k : k + m],
+            b["valid"][k : k + m],
+        )  # fmt: skip
+        R.collect("run", self.policy, self.env, carry, rows, self.sample_seed, self.counter)
+        for name, wide in w.items():
+            b[name][k : k + m] = wide[:m]
+        b["versions"][k : k + m] = self.version
+        self.counter += m
+        self.obs = carry.obs[0].astype(self.fdtype)
+        self.need_reset = bool(carry.prev_done[0])
+        self.n += m
+        self.sent += m
 
     def take_chunk(self, copy: bool = True) -> Chunk:
         """Hand out the buffered steps and start a new chunk."""
@@ -299,12 +386,13 @@ def actor_loop(
         if core.version < 0:
             link.wait_newer(core.version, 0.1)
             continue
-        if core.allowance(broadcast_every, num_steps, lead_steps) == 0:
+        allow = core.allowance(broadcast_every, num_steps, lead_steps)
+        if allow == 0:
             if core.n:
                 link.send(core.take_chunk())
             link.wait_newer(core.version, 0.1)
             continue
-        core.step()
+        core.collect(min(allow, core.capacity - core.n) if core.fused else 1)
         if core.n >= core.capacity:
             link.send(core.take_chunk())
 
@@ -341,11 +429,42 @@ class DefaultPolicyFn:
         )
 
 
-def make_env_fn(env: Any) -> EnvFn:
-    """Accept an env id string or a zero-argument callable."""
+def _is_actor_critic(policy: Any) -> bool:
+    from fastppo.nn.policy import ActorCritic
+
+    return isinstance(policy, ActorCritic)
+
+
+@dataclass(frozen=True)
+class CompiledEnvFn:
+    """Makes one :mod:`fastppo.envs` compiled env (a picklable ``env_fn``).
+
+    Its actors collect with the fused rollout. The actor resets it with its
+    own seed, so the seed here only saves an OS entropy read.
+    """
+
+    env_id: str
+
+    def __call__(self) -> Any:
+        from fastppo import envs
+
+        return envs.make_vec(self.env_id, 1, seed=0, autoreset_mode="next_step")
+
+
+def make_env_fn(env: Any, env_backend: str = "fastppo") -> EnvFn:
+    """Accept an env id string or a zero-argument callable.
+
+    An id :mod:`fastppo.envs` compiles makes that compiled env when
+    ``env_backend`` is ``"fastppo"`` (``PPOConfig.env_backend``), else
+    ``gymnasium.make(id)``.
+    """
     if isinstance(env, str):
         import gymnasium
 
+        from fastppo import envs
+
+        if env_backend == "fastppo" and env in envs.ids():
+            return CompiledEnvFn(env)
         return functools.partial(gymnasium.make, env)
     if not callable(env):
         raise TypeError(f"run: env_fn must be a callable or a gymnasium id, got {env!r}")

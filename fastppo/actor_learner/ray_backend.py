@@ -148,7 +148,8 @@ class RayActor:
         try:
             self._pull(core, min_version)
             pending = None
-            for i in range(n_steps):
+            i = 0
+            while i < n_steps:
                 if i and i % PULL_EVERY == 0:
                     # a non-blocking look for a newer policy inside a long call
                     if pending is not None:
@@ -160,7 +161,10 @@ class RayActor:
                             pending = None
                     if pending is None:
                         pending = self.store.get_if_newer.remote(core.version)
-                core.step()
+                # a fused core takes the steps up to the next look in one call
+                m = min(PULL_EVERY - i % PULL_EVERY, n_steps - i) if core.fused else 1
+                core.collect(m)
+                i += m
             chunk = core.take_chunk()
         except BaseException:
             self.core = None  # a broken env is never stepped again

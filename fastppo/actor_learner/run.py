@@ -12,6 +12,7 @@ from fastppo.actor_learner.actor import (
     Failure,
     PolicyFn,
     make_env_fn,
+    spaces,
     spec_for,
 )
 from fastppo.actor_learner.config import BACKENDS, ActorLearnerConfig
@@ -51,7 +52,11 @@ def run(
     env_fn : callable or str
         ``env_fn() -> gymnasium.Env`` (one environment per actor), or a
         gymnasium id. For ``processes`` and ``ray`` it must pickle (a
-        module-level function or ``functools.partial``).
+        module-level function or ``functools.partial``). An id that
+        :mod:`fastppo.envs` compiles (with ``ppo_config.env_backend`` at its
+        default ``"fastppo"``) gives each actor that compiled env, and the
+        actors collect each chunk with one compiled call (the trainer's fused
+        rollout); ``env_fn`` may also return ``fastppo.envs.make_vec(id, 1)``.
     config : ActorLearnerConfig, optional
         Defaults to ``ActorLearnerConfig()``.
     ppo_config : PPOConfig, optional
@@ -115,7 +120,7 @@ def run(
 
         ppo_config = PPOConfig()
     cfg, ppo_config = _ppo_for(cfg, ppo_config)
-    env_fn = make_env_fn(env_fn)
+    env_fn = make_env_fn(env_fn, ppo_config.env_backend)
     if policy_fn is None:
         policy_fn = DefaultPolicyFn(
             hidden_sizes=tuple(ppo_config.hidden_sizes),
@@ -131,7 +136,7 @@ def run(
         )
     probe = env_fn()
     try:
-        policy = policy_fn(probe.observation_space, probe.action_space)
+        policy = policy_fn(*spaces(probe))
         spec = spec_for(probe, policy)
     finally:
         probe.close()

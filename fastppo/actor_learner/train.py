@@ -76,6 +76,14 @@ def train_main(
     ).validate()
     out = out or os.path.join("runs", f"{env_id}-seed{config.seed}-actors{actors}")
     os.makedirs(out, exist_ok=True)
+    # The trainer holds what the single-process command saves and evaluates:
+    # the actor-learner's policy, its counters and its training episodes.
+    trainer = PPOTrainer(env_id, config)
+    if trainer.compiled_env:
+        desc = f"{trainer.env_description()}; one per actor, a chunk per compiled call"
+    else:
+        desc = f"{env_id}, gymnasium.make, one per actor"
+    print(f"env: {desc}", file=stream)
     print(
         f"fastppo train {env_id}: {steps} steps, {actors} actors ({backend}) x {num_steps} "
         f"steps per update, seed {config.seed} -> {out}",
@@ -91,9 +99,6 @@ def train_main(
         "(the first run compiles the Numba kernels; later runs load them from the cache)",
         file=stream,
     )
-    # The trainer holds what the single-process command saves and evaluates:
-    # the actor-learner's policy, its counters and its training episodes.
-    trainer = PPOTrainer(env_id, config)
     t0 = time.perf_counter()
     t_start = time.monotonic()
     seen = 0

@@ -27,7 +27,7 @@ The kernel is written once (:func:`_fused`) and compiled per env and head
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -282,6 +282,94 @@ def _compile(mod: Any) -> Any:
 
 #: The fused rollout kernel of each compiled env id.
 KERNELS = {env_id: _compile(mod) for env_id, mod in _ENVS.items()}
+
+
+class Rows(NamedTuple):
+    """The flat rollout rows a fused call writes: row ``t * N + i`` is step ``t`` of env ``i``."""
+
+    obs: np.ndarray  # [T * N, O] float64, the network inputs
+    actions: np.ndarray  # [T * N] int64 (discrete) or [T * N, A] float32 (Box)
+    logp: np.ndarray  # [T * N] float64
+    values: np.ndarray  # [T * N] float64
+    rewards: np.ndarray  # [T * N] float64 (scaled when reward normalisation is on)
+    terminated: np.ndarray  # [T * N] bool
+    truncated: np.ndarray  # [T * N] bool
+    valid: np.ndarray  # [T * N] bool
+
+
+class Carry(NamedTuple):
+    """The per-env state a rollout continues from and updates in place."""
+
+    obs: np.ndarray  # [N, O] float64: the current observations, the last ones on exit
+    prev_done: np.ndarray  # [N] bool: the previous step ended an episode (a reset row next)
+    ep_ret: np.ndarray  # [N] float64: raw return of each env's current episode
+    ep_len: np.ndarray  # [N] int64: its length in valid steps
+
+
+def collect(
+    fn: str,
+    policy: Any,
+    env: Any,
+    carry: Carry,
+    rows: Rows,
+    seed: int,
+    counter: int,
+    obs_rms: Any = None,
+    obs_clip: float = 0.0,
+    ret_norm: Any = None,
+) -> np.ndarray:
+    """Collect ``len(rows.logp) // N`` steps of the compiled vector ``env`` with
+    ``policy`` (an :class:`~fastppo.nn.policy.ActorCritic`) in one compiled call.
+
+    Step ``t`` samples from the stream ``(seed, counter + t, env)``, as
+    ``policy.step(x, seed=seed, counter=counter + t)`` does. ``obs_rms`` and
+    ``ret_norm`` (a :class:`~fastppo.RunningMeanStd` and a
+    :class:`~fastppo.ReturnNormalizer`, optional) are folded in and applied as
+    the trainer's step path does, and their counts updated. Returns the finished
+    episodes, ``[k, 3]`` rows ``(t, return, length)``; a refused input raises the
+    house ``ValueError`` naming ``fn`` after the rows before it were written.
+    """
+    from fastppo.stats import layout
+
+    n = env.num_envs
+    policy._grow(n)
+    none = np.zeros(0, np.float64)
+    if policy.kind == "discrete":
+        log_std, low, high = policy.params[:0], none, none
+        start = int(policy.action_start[0])
+    else:
+        log_std, low, high = policy.clamped_log_std(), policy.action_low, policy.action_high
+        start = 0
+    if obs_rms is not None:
+        o_mean, o_var = obs_rms._mean, obs_rms._var
+        rps, rpb = layout(policy.obs_dim)
+        o_args = (True, rps, rpb, float(obs_rms._count), obs_rms._epsilon, obs_clip)
+    else:
+        o_mean = o_var = none
+        o_args = (False, 1, 1, 0.0, 1.0, 0.0)
+    if ret_norm is not None:
+        r_ret, r_mean, r_var = ret_norm._returns, ret_norm._rms._mean, ret_norm._rms._var
+        gamma, r_clip, r_eps, r_count = ret_norm._step_args()
+        r_args = (True, r_count, gamma, r_clip, r_eps)
+    else:
+        r_ret = r_mean = r_var = none
+        r_args = (False, 0.0, 1.0, 0.0, 1.0)
+    episodes = np.empty((rows.logp.shape[0], 3), np.float64)
+    info = np.zeros(N_INFO, np.int64)
+    st = KERNELS[env.env_id](
+        policy.params, policy._a_layout, policy._c_layout, policy._idx, log_std, low, high,
+        policy._act, start, bool(policy.squash), env.max_episode_steps,
+        seed & 0xFFFFFFFF, seed >> 32, counter, *o_args, *r_args,
+        env.state, env._book, *carry, o_mean, o_var, r_ret, r_mean, r_var,
+        policy._ha, policy._hc, *rows, episodes, info,
+    )  # fmt: skip
+    if obs_rms is not None:
+        obs_rms._count += int(info[I_OBS_COUNT])
+    if ret_norm is not None:
+        ret_norm._rms._count += int(info[I_REW_COUNT])
+    if st >= 0:
+        raise_status(fn, int(st), info)
+    return episodes[: int(info[I_EPISODES])]
 
 
 def raise_status(fn: str, status: int, info: np.ndarray) -> None:

@@ -355,65 +355,24 @@ class PPOTrainer:
 
     def _collect_fused(self, buf: RolloutBuffer, obs: np.ndarray) -> np.ndarray:
         """The same rollout as :meth:`_collect_steps` in one compiled call
-        (:mod:`fastppo.ppo.rollout`); returns the last obs."""
+        (:func:`fastppo.ppo.rollout.collect`); returns the last obs."""
         from fastppo.ppo import rollout as R
-        from fastppo.stats import layout
 
         cfg = self.config
-        policy = self.policy
-        env = self.envs
-        n, t_steps = cfg.n_envs, cfg.n_steps
-        policy._grow(n)
-        f8 = np.float64
-        none = np.zeros(0, f8)
-        acts: np.ndarray
-        if policy.kind == "discrete":
-            log_std, low, high = policy.params[:0], none, none
-            start, acts = int(policy.action_start[0]), buf.actions.reshape(-1)
-        else:
-            log_std, low, high = policy.clamped_log_std(), policy.action_low, policy.action_high
-            start, acts = 0, buf.actions.reshape(t_steps * n, -1)
-        o_rms, r_n = self.obs_rms, self.ret_norm
-        if o_rms is not None:
-            o_mean, o_var = o_rms._mean, o_rms._var
-            rps, rpb = layout(policy.obs_dim)
-            o_args = (True, rps, rpb, float(o_rms._count), o_rms._epsilon, cfg.obs_clip)
-        else:
-            o_mean = o_var = none
-            o_args = (False, 1, 1, 0.0, 1.0, 0.0)
-        if r_n is not None:
-            r_ret, r_mean, r_var = r_n._returns, r_n._rms._mean, r_n._rms._var
-            gamma, r_clip, r_eps, r_count = r_n._step_args()
-            r_args = (True, r_count, gamma, r_clip, r_eps)
-        else:
-            r_ret = r_mean = r_var = none
-            r_args = (False, 0.0, 1.0, 0.0, 1.0)
-        prev = self._prev_done
-        episodes = np.empty((t_steps * n, 3), f8)
-        info = np.zeros(R.N_INFO, np.int64)
-        assert self.env_id is not None
-        st = R.KERNELS[self.env_id](
-            policy.params, policy._a_layout, policy._c_layout, policy._idx, log_std, low, high,
-            policy._act, start, bool(policy.squash), env.max_episode_steps,
-            self.sample_seed & 0xFFFFFFFF, self.sample_seed >> 32, self.counter,
-            *o_args, *r_args,
-            env.state, env._book, obs, prev, self._ep_ret, self._ep_len,
-            o_mean, o_var, r_ret, r_mean, r_var, policy._ha, policy._hc,
-            buf.obs.reshape(t_steps * n, -1), acts, buf.logp.reshape(-1),
-            buf.values.reshape(-1), buf.rewards.reshape(-1), buf.terminated.reshape(-1),
-            buf.truncated.reshape(-1), buf.valid.reshape(-1), episodes, info,
+        n, rows = cfg.n_envs, cfg.n_steps * cfg.n_envs
+        flat = R.Rows(
+            buf.obs.reshape(rows, -1), buf.actions.reshape(rows, *buf.actions.shape[2:]),
+            *(getattr(buf, k).reshape(rows) for k in R.Rows._fields[2:]),
         )  # fmt: skip
-        if o_rms is not None:
-            o_rms._count += int(info[R.I_OBS_COUNT])
-        if r_n is not None:
-            r_n._rms._count += int(info[R.I_REW_COUNT])
-        for k in range(int(info[R.I_EPISODES])):
-            t, ret, length = episodes[k]
+        carry = R.Carry(obs, self._prev_done, self._ep_ret, self._ep_len)
+        episodes = R.collect(
+            "PPOTrainer.collect_rollout", self.policy, self.envs, carry, flat,
+            self.sample_seed, self.counter, self.obs_rms, cfg.obs_clip, self.ret_norm,
+        )  # fmt: skip
+        for t, ret, length in episodes:
             step = self.num_timesteps + (int(t) + 1) * n
             self.episodes.append((step, float(ret), int(length)))
-        if st >= 0:
-            R.raise_status("PPOTrainer.collect_rollout", int(st), info)
-        self.counter += t_steps
+        self.counter += cfg.n_steps
         return obs
 
     # training -------------------------------------------------------------------------
