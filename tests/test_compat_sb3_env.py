@@ -226,7 +226,7 @@ def test_attributes_methods_and_render() -> None:
     assert env.get_attr("render_mode") == [None] * 3
     assert env.get_attr("action_space", indices=[1]) == [env.action_space]
     assert env.get_attr("observation_space", 2) == [env.observation_space]
-    assert env.get_attr("metadata")[0]["render_modes"] == []
+    assert env.get_attr("metadata")[0]["render_modes"] == ["rgb_array"]
     assert env.has_attr("spec") and not env.has_attr("np_random")
     assert env.env_is_wrapped(gym.wrappers.TimeLimit) == [False] * 3
     with pytest.raises(AttributeError, match=r"^CompiledVecEnv\.get_attr: attr_name must be"):
@@ -237,12 +237,27 @@ def test_attributes_methods_and_render() -> None:
         env.set_attr("g", 9.0)
     with pytest.raises(NotImplementedError, match=r"^CompiledVecEnv\.env_method: cannot call"):
         env.env_method("reset")
-    with pytest.raises(NotImplementedError, match=r"^CompiledVecEnv\.render: rendering"):
-        env.render()
-    with pytest.raises(NotImplementedError, match=r"^CompiledVecEnv\.get_images: rendering"):
-        env.get_images()
+    with pytest.warns(UserWarning, match="render_mode='rgb_array'"):
+        assert env.get_images() == [None] * 3
     assert repr(env) == "CompiledVecEnv(Pendulum-v1, n_envs=3)"
     env.close()
+
+
+def test_rgb_array_frames_are_dummy_vec_envs() -> None:
+    from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
+
+    ours = make_vec_env("CartPole-v1", 2, seed=0, render_mode="rgb_array")
+    theirs = sb3_make_vec_env("CartPole-v1", 2, env_kwargs={"render_mode": "rgb_array"})
+    ours.reset()
+    theirs.reset()
+    assert ours.get_attr("render_mode") == theirs.get_attr("render_mode")
+    for i, env in enumerate(theirs.envs):
+        ours.unwrapped.venv.state[i] = env.unwrapped.state
+    for a, b in zip(ours.get_images(), theirs.get_images()):
+        assert a.shape == (400, 600, 3) and np.array_equal(a, b)
+    assert np.array_equal(ours.render(), theirs.render())  # SB3's tiling of both
+    ours.close()
+    theirs.close()
 
 
 def test_bad_actions_and_arguments_use_the_house_format() -> None:

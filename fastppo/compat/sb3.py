@@ -29,6 +29,7 @@ the functions need nothing but the buffer's arrays.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -201,8 +202,10 @@ _VEC_DOC = """SB3 ``VecEnv`` over a compiled vector env: one compiled call per s
     id would. There is no per-env Python object to set attributes on or call
     methods of, and no gymnasium wrapper: ``set_attr`` and ``env_method``
     raise ``NotImplementedError``, ``env_is_wrapped`` is ``False`` for every
-    wrapper (the time limit is part of the compiled step), and rendering is
-    not offered. Wrap it in ``VecMonitor`` for SB3's episode statistics.
+    wrapper (the time limit is part of the compiled step). Made with
+    ``render_mode="rgb_array"``, ``get_images()`` returns every env's frame
+    (gymnasium's renderer drawing that env's state) and SB3's ``render()``
+    tiles them. Wrap it in ``VecMonitor`` for SB3's episode statistics.
     Accessing this name imports ``stable_baselines3``.
     """
 
@@ -395,7 +398,7 @@ def _make_vec_env_class() -> type:
                 "action_space": v.single_action_space,
                 "spec": v.spec,
                 "metadata": {k: m for k, m in v.metadata.items() if k != "autoreset_mode"},
-                "render_mode": None,
+                "render_mode": v.render_mode,
             }[attr_name]
             return [value for _ in idx]
 
@@ -425,14 +428,18 @@ def _make_vec_env_class() -> type:
             """
             return [False for _ in self._indices("CompiledVecEnv.env_is_wrapped", indices)]
 
-        # ----------------------------------------------------- unsupported
-        def get_images(self) -> Any:
-            """Not supported: the compiled envs do not render (raises)."""
-            raise NotImplementedError(_NO_RENDER.format("get_images"))
-
-        def render(self, mode: str | None = None) -> Any:
-            """Not supported: the compiled envs do not render (raises)."""
-            raise NotImplementedError(_NO_RENDER.format("render"))
+        # ---------------------------------------------------------- render
+        def get_images(self) -> list[Any]:
+            """Every env's ``[H, W, 3]`` uint8 frame (``render_mode="rgb_array"``);
+            ``None`` per env with a warning otherwise, as ``DummyVecEnv``."""
+            if self.venv.render_mode != "rgb_array":
+                warnings.warn(
+                    f"CompiledVecEnv.get_images: the render_mode is {self.venv.render_mode!r}; "
+                    "make the env with make_vec_env(..., render_mode='rgb_array') for frames",
+                    stacklevel=2,
+                )
+                return [None for _ in self._env_range]
+            return list(self.venv.render() or ())
 
         def close(self) -> None:
             """Close the compiled env (it holds nothing to release)."""
@@ -446,13 +453,9 @@ def _make_vec_env_class() -> type:
     return CompiledVecEnv
 
 
-_NO_RENDER = (
-    "CompiledVecEnv.{}: rendering is not offered by fastppo's compiled envs; "
-    "to watch an agent, use SB3's make_vec_env(env_id, env_kwargs={{'render_mode': ...}})"
-)
-
-
-def make_vec_env(env_id: str, n_envs: int, seed: int | None = None) -> Any:
+def make_vec_env(
+    env_id: str, n_envs: int, seed: int | None = None, render_mode: str | None = None
+) -> Any:
     """SB3 ``VecEnv`` of ``n_envs`` compiled copies of ``env_id``: a :class:`CompiledVecEnv`.
 
     A drop-in for ``stable_baselines3.common.env_util.make_vec_env(env_id,
@@ -462,13 +465,17 @@ def make_vec_env(env_id: str, n_envs: int, seed: int | None = None) -> Any:
     ``VecMonitor`` for episode statistics. ``seed`` keys the envs' reset
     streams (env ``i`` draws from ``(seed, i)``; ``None`` takes a seed from
     the OS); SB3's ``seed()`` (which ``PPO(seed=...)`` calls) reseeds them at
-    the next ``reset()``. Needs ``stable_baselines3``.
+    the next ``reset()``. ``render_mode="rgb_array"`` (SB3's
+    ``env_kwargs={"render_mode": ...}``) gives frames (needs pygame).
+    Needs ``stable_baselines3``.
     """
     cls = __getattr__("CompiledVecEnv")  # ImportError naming the install first
     from fastppo.envs import make_vec
 
     with C.reported_as("fastppo.compat.sb3.make_vec_env", {"num_envs": "n_envs"}):
-        venv = make_vec(env_id, n_envs, seed=seed, autoreset_mode="same_step")
+        venv = make_vec(
+            env_id, n_envs, seed=seed, autoreset_mode="same_step", render_mode=render_mode
+        )
     return cls(venv)
 
 

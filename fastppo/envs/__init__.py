@@ -27,6 +27,7 @@ def make_vec(
     *,
     seed: int | None = None,
     autoreset_mode: Any = "next_step",
+    render_mode: str | None = None,
 ) -> CompiledVectorEnv:
     """``num_envs`` copies of ``env_id`` stepped by one compiled call.
 
@@ -36,5 +37,9 @@ def make_vec(
     ``AutoresetMode`` values work too), and the same dynamics bit for bit.
     ``seed`` keys the reset streams (env ``i`` draws from ``(seed, i)``);
     ``None`` takes a seed from the OS. Call ``reset()`` before ``step()``.
+    ``render_mode="rgb_array"``: ``render()`` returns each env's frame, drawn
+    by gymnasium's renderer (needs pygame: ``pip install 'fastppo[render]'``).
     """
-    return CompiledVectorEnv(env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode)
+    return CompiledVectorEnv(
+        env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode, render_mode=render_mode
+    )

@@ -22,6 +22,8 @@ from gymnasium.vector.utils import batch_space
 from fastppo._checks import as_array, describe, fail
 from fastppo._jit import compile_declared
 from fastppo.envs._loop import BOOK_ROWS, ELAPSED, KEY_HI, KEY_LO, RESETS
+from fastppo.envs._render import MODES as RENDER_MODES
+from fastppo.envs._render import Renderer, check_mode
 
 #: Compiled env ids and the module of each.
 MODULES = {
@@ -102,7 +104,10 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
     the step that ends an episode: that episode's length in ``"next_step"``
     mode, 0 in ``"same_step"`` mode; 0 after a reset).
 
-    Rendering is not offered (``metadata["render_modes"]`` is empty).
+    ``render_mode="rgb_array"`` makes :meth:`render` return every env's frame,
+    drawn by gymnasium's own renderer from that env's state (pygame needed:
+    ``pip install 'fastppo[render]'``); ``"human"`` (a window per env) is not
+    offered.
     """
 
     def __init__(
@@ -112,9 +117,11 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         *,
         seed: int | None = None,
         autoreset_mode: str | AutoresetMode = "next_step",
+        render_mode: str | None = None,
     ) -> None:
         fn = "fastppo.envs.make_vec"
         mod = env_module(fn, env_id)
+        render_mode = check_mode(fn, render_mode)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
             fail(fn, "num_envs", "an int >= 1", repr(num_envs), exc=TypeError)
         if num_envs < 1:
@@ -128,11 +135,13 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self.action_space = batch_space(self.single_action_space, n)
         self.metadata = {
-            "render_modes": [],
+            "render_modes": list(RENDER_MODES),
             "render_fps": metadata.get("render_fps"),
             "autoreset_mode": mode,
         }
-        self.render_mode = None
+        self.render_mode = render_mode
+        self._renderer: Renderer | None = None
+        self._last_actions: np.ndarray | None = None  # kept only when rendering
         self.spec = copy.deepcopy(spec)
         self.env_id = env_id
         self.autoreset_mode = mode
@@ -325,6 +334,8 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         if bad >= 0:
             self._refuse(a, bad)
         self._last_obs = obs
+        if self.render_mode is not None:
+            self._last_actions = np.array(a, copy=True).reshape(self.num_envs, -1)
         if self._same_step:
             done = terminated | truncated
             if done.any():
@@ -344,8 +355,28 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
             f"value {a[bad].tolist()!r} at index {bad}",
         )
 
+    # ---------------------------------------------------------------- render
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """Every env's ``[H, W, 3]`` uint8 frame (``render_mode="rgb_array"``),
+        as gymnasium's env of this id draws that state; ``None`` with a warning
+        when the env was made without a render mode (as gymnasium does)."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "CompiledVectorEnv.render: no render mode; make the env with "
+                f'fastppo.envs.make_vec("{self.env_id}", n, render_mode="rgb_array")'
+            )
+            return None
+        if self._needs_reset:
+            raise gym.error.ResetNeeded("CompiledVectorEnv.render: call reset() before render()")
+        if self._renderer is None:
+            self._renderer = Renderer(self.env_id)
+        return self._renderer.frames(self._state, self.elapsed_steps == 0, self._last_actions)
+
     def close_extras(self, **kwargs: Any) -> None:
-        """Nothing to release: the env is arrays and compiled functions."""
+        """Release the renderer, if one was made (the env itself is arrays)."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
     def __repr__(self) -> str:
         return f"CompiledVectorEnv({self.env_id}, num_envs={self.num_envs})"
