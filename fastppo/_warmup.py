@@ -76,6 +76,10 @@ def _compile_modules(names: tuple[str, ...] | list[str], verbose: bool) -> dict[
                 _jit.compile_declared(disp)
         if name == "fastppo.kernels.cabi":
             mod.compile_all()
+        if name.startswith("fastppo.envs."):
+            from fastppo.envs._loop import step_entry
+
+            step_entry(name)  # the env's step: a C entry, not a declared kernel
         spent[name] = time.perf_counter() - t0
         if verbose:
             print(f"warmup {name}: {spent[name]:.2f} s", flush=True)

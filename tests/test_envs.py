@@ -327,3 +327,64 @@ def test_other_errors() -> None:
         env.reset(seed=-1)
     with pytest.raises(ValueError, match=r"CompiledVectorEnv.state: value must be shape \(2, 4\)"):
         env.state = np.zeros((3, 4))
+
+
+def _unaligned(a: np.ndarray) -> np.ndarray:
+    raw = np.zeros(a.nbytes + 1, np.uint8)[1:]
+    out = raw.view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert not out.flags.aligned
+    return out
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_every_action_form_steps_as_the_envs_own(env_id: str) -> None:
+    """The C fast path takes the env's own action form; every other accepted form
+    (strided, unaligned, byte-swapped, other dtypes, lists) is cast and gives
+    the same step."""
+    r = np.random.default_rng(1)
+    n = 5
+    own = _actions(env_id, r, n)
+    own = own.astype(np.int64) if own.dtype.kind == "i" else own
+    forms = [
+        own,
+        np.repeat(own, 2, axis=0)[::2],
+        _unaligned(own),
+        own.astype(own.dtype.newbyteorder()),
+        own.astype(np.int32 if own.dtype.kind == "i" else np.float64),
+        own.tolist(),
+    ]
+    results = []
+    for form in forms:
+        env = envs.make_vec(env_id, n, seed=3, autoreset_mode="same_step")
+        env.reset()
+        env.state[:2] = _EDGES[env_id][:2]  # an ending episode: final_obs too
+        out = env.step(form)
+        results.append((out, env.state.copy()))
+    (o0, r0, te0, tr0, info0), s0 = results[0]
+    for (o, rew, te, tr, info), s in results[1:]:
+        for x, y in ((o, o0), (rew, r0), (te, te0), (tr, tr0), (s, s0)):
+            assert np.array_equal(x, y)
+        assert info.keys() == info0.keys()
+
+
+def test_one_declaration_of_the_step_entry() -> None:
+    """envs._loop.STEP_ARGS is the declaration: the entry function takes exactly
+    its parameters, and the Cython caller's ctypedef spells the same C types."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from fastppo._cy import _fast
+    from fastppo.envs import _loop
+
+    decl = _loop.STEP_ARGS
+    assert list(inspect.signature(_loop._c_step).parameters) == [n for n, _ in decl]
+    pyx = (Path(_fast.__file__).parent / "_fast.pyx").read_text()
+    m = re.search(r"ctypedef int64_t \(\*env_step_fn\)\((.*?)\) noexcept nogil", pyx, re.S)
+    assert m, "no ctypedef env_step_fn in _fast.pyx"
+    c_names = {"f64*": "double*", "i64*": "int64_t*", "A*": "void*", "i64": "int64_t"}
+    c_names |= {"f32*": "float*", "u8*": "unsigned char*"}
+    spelled = [" ".join(t.split()) for t in m.group(1).split(",")]
+    assert spelled == [c_names[c] for _, c in decl]
+    assert len(_loop.step_signature(True).args) == len(decl)

@@ -57,3 +57,13 @@ def sample_categorical(
     deterministic: Any,
     out: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
+def env_step(
+    entry: int,
+    state: np.ndarray,
+    book: np.ndarray,
+    actions: Any,
+    discrete: bool,
+    max_steps: int,
+    same_step: bool,
+    obs_dim: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int] | None: ...

@@ -48,6 +48,9 @@ ctypedef int64_t (*categorical_fn)(void*, int64_t, unsigned char*, int64_t, int6
 ctypedef int64_t (*returns_fn)(void*, void*, unsigned char*, unsigned char*, void*,
                                unsigned char*, int64_t, double, int64_t, int64_t,
                                void*) noexcept nogil
+ctypedef int64_t (*env_step_fn)(double*, int64_t*, void*, int64_t, int64_t, int64_t, float*,
+                                double*, unsigned char*, unsigned char*, float*,
+                                int64_t) noexcept nogil
 
 # Must match fastppo.kernels.sweep.HAS_* (checked by configure()).
 cdef enum:
@@ -493,3 +496,57 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
                 <int64_t>(sd >> 32), <int64_t>(ct & 0xFFFFFFFFULL), <int64_t>(ct >> 32), eo,
                 det, pre, n, a, pa, pl)
     return (act, logp) if st < 0 else None
+
+
+def env_step(uintptr_t entry, cnp.ndarray state, cnp.ndarray book, actions, bint discrete,
+             int64_t max_steps, bint same_step, int obs_dim):
+    """One step of a compiled vector env (``CompiledVectorEnv.step``) through its
+    C entry (:func:`fastppo.envs._loop.step_entry`), for actions in the env's
+    own form: a C-contiguous, aligned, native int64 [N] (discrete) or float32
+    [N, 1] ndarray. Returns ``(obs, reward, terminated, truncated, final_obs,
+    bad)`` (``final_obs`` None unless ``same_step``; ``bad`` -1 or the first
+    refused action, and then no env moved), or None for any other actions: the
+    caller validates and casts them, then calls again.
+
+    ``state`` [N, S] float64 and ``book`` [5, N] int64 are the env's own
+    C-contiguous arrays (never a caller's), so they are not checked here.
+    """
+    if type(actions) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray a = <cnp.ndarray>actions
+    cdef cnp.npy_intp n = cnp.PyArray_DIM(state, 0)
+    if discrete:
+        if not (cnp.PyArray_TYPE(a) == cnp.NPY_INT64 and cnp.PyArray_NDIM(a) == 1
+                and cnp.PyArray_DIM(a, 0) == n):
+            return None
+    elif not (cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32 and cnp.PyArray_NDIM(a) == 2
+              and cnp.PyArray_DIM(a, 0) == n and cnp.PyArray_DIM(a, 1) == 1):
+        return None
+    if not (cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS)):
+        return None
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n
+    dims[1] = obs_dim
+    cdef cnp.ndarray obs = cnp.PyArray_EMPTY(2, dims, cnp.NPY_FLOAT32, 0)
+    cdef cnp.ndarray reward = cnp.PyArray_EMPTY(1, dims, cnp.NPY_FLOAT64, 0)
+    cdef cnp.ndarray term = cnp.PyArray_EMPTY(1, dims, cnp.NPY_BOOL, 0)
+    cdef cnp.ndarray trunc = cnp.PyArray_EMPTY(1, dims, cnp.NPY_BOOL, 0)
+    final = None
+    cdef float* pf = <float*>cnp.PyArray_DATA(obs)  # not read when n_final is 0
+    cdef int64_t n_final = 0
+    if same_step:
+        final = cnp.PyArray_EMPTY(2, dims, cnp.NPY_FLOAT32, 0)
+        pf = <float*>cnp.PyArray_DATA(<cnp.ndarray>final)
+        n_final = n
+    cdef env_step_fn fn = <env_step_fn>entry
+    cdef double* ps = <double*>cnp.PyArray_DATA(state)
+    cdef int64_t* pb = <int64_t*>cnp.PyArray_DATA(book)
+    cdef void* pa = cnp.PyArray_DATA(a)
+    cdef float* po = <float*>cnp.PyArray_DATA(obs)
+    cdef double* pr = <double*>cnp.PyArray_DATA(reward)
+    cdef unsigned char* pte = <unsigned char*>cnp.PyArray_DATA(term)
+    cdef unsigned char* ptr = <unsigned char*>cnp.PyArray_DATA(trunc)
+    cdef int64_t bad
+    with nogil:
+        bad = fn(ps, pb, pa, n, max_steps, same_step, po, pr, pte, ptr, pf, n_final)
+    return obs, reward, term, trunc, final, bad

@@ -1,8 +1,10 @@
 """The loop every compiled vector env runs: validate, step, time limit, autoreset.
 
-Each env file supplies four inlined row functions and gets its ``step`` and
-``reset`` kernels from :func:`env_kernels`, so the loop is written once and
-compiled into each env's kernels with that env's physics inlined:
+Each env file supplies four inlined row functions and gets its ``reset``
+kernel from :func:`reset_kernel` and its step's C entry from
+:func:`step_entry` (called through ``fastppo._cy._fast.env_step``, so a small
+step pays no Numba argument unboxing), so the loop is written once and
+compiled into each env's functions with that env's physics inlined:
 
 * ``valid(actions, i) -> bool``: action ``i`` is one the env accepts;
 * ``step_row(state, i, actions, elapsed) -> (reward, terminated)``: one
@@ -29,12 +31,14 @@ seed, which count blocks from 0.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 import numpy as np
+from numba import carray, types
 
-from fastppo._jit import inline, kernel, specialized
+from fastppo._jit import c_entry, inline, kernel, specialized
 from fastppo.kernels.rng import philox4x32_10, uniform53
 
 ELAPSED, PENDING, RESETS, KEY_LO, KEY_HI = range(5)
@@ -135,7 +139,7 @@ def run_reset(reset_row, obs_row, state, book, mask, p0, p1, obs):  # pragma: no
             obs_row(state, i, obs)
 
 
-# Bound per env by env_kernels() (the templates themselves are never compiled).
+# Bound per env by env_bindings() (the templates themselves are never compiled).
 _valid: Any = None
 _step_row: Any = None
 _obs_row: Any = None
@@ -143,38 +147,88 @@ _reset_row: Any = None
 _P0 = _P1 = 0.0
 
 
-def _step(
-    state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs
-):  # pragma: no cover - compiled
-    return run_step(
-        _valid, _step_row, _obs_row, _reset_row, _P0, _P1,
-        state, book, actions, max_steps, same_step, obs, reward, terminated, truncated, final_obs,
-    )  # fmt: skip
-
-
 def _reset(state, book, mask, p0, p1, obs):  # pragma: no cover - compiled
     run_reset(_reset_row, _obs_row, state, book, mask, p0, p1, obs)
 
 
-def env_kernels(module: str, discrete: bool) -> tuple[Any, Any]:
-    """The declared ``step`` and ``reset`` kernels of env module ``module`` (its
-    row functions and ``RESET_DEFAULTS`` bound); call it at the end of that module.
-
-    ``step(state, book, actions, max_steps, same_step, obs, reward, terminated,
-    truncated, final_obs) -> -1 or the first invalid action`` (actions int64 [N]
-    or float32 [N, 1]); ``reset(state, book, mask, p0, p1, obs)``.
-    """
+def reset_kernel(module: str) -> Any:
+    """The declared ``reset(state, book, mask, p0, p1, obs)`` kernel of env module
+    ``module`` (its row functions and ``RESET_DEFAULTS`` bound); call it at the
+    end of that module. Its step is a C entry (:func:`step_entry`)."""
     mod = sys.modules[module]
-    suffix = "_" + module.rsplit(".", 1)[1]
-    bound = {
+    body = specialized(_reset, "_" + module.rsplit(".", 1)[1], module, **env_bindings(mod))
+    return kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))(body)
+
+
+def env_bindings(mod: Any) -> dict[str, Any]:
+    """What the per-env names of a template (this module's, or the fused
+    rollout's) are bound to for env module ``mod``."""
+    discrete = hasattr(mod, "N_ACTIONS")
+    return {
         "_valid": mod.valid, "_step_row": mod.step_row, "_obs_row": mod.obs_row,
         "_reset_row": mod.reset_row, "_P0": mod.RESET_DEFAULTS[0], "_P1": mod.RESET_DEFAULTS[1],
+        "_S": mod.STATE_DIM, "_O": mod.OBS_DIM,
+        "_act_view": _discrete_view if discrete else _box_view,
     }  # fmt: skip
-    act = "i8_1" if discrete else "f4_2"
-    step = kernel(
-        f"i8(f8_2w, i8_2w, {act}, i8, b1, f4_2w, f8_1w, b1_1w, b1_1w, f4_2w)", variants=({},)
-    )(specialized(_step, suffix, module, **bound))
-    reset = kernel("void(f8_2w, i8_2w, b1_1, f8, f8, f4_2w)", variants=({},))(
-        specialized(_reset, suffix, module, **bound)
-    )
-    return step, reset
+
+
+# ------------------------------------------------------------- the C entry
+#: The step's C entry arguments in call order, ``(name, C type)``: the one
+#: declaration. ``A*`` is the action pointer (int64 for a discrete env, float32
+#: for a continuous one); bool arrays pass as ``u8*`` (numpy's layout). The
+#: entry function below takes exactly these parameters and the ``ctypedef
+#: env_step_fn`` of ``fastppo._cy._fast`` spells the same C types
+#: (``tests/test_envs.py`` checks both).
+STEP_ARGS: tuple[tuple[str, str], ...] = (
+    ("state", "f64*"), ("book", "i64*"), ("actions", "A*"), ("n", "i64"),
+    ("max_steps", "i64"), ("same_step", "i64"), ("obs", "f32*"), ("reward", "f64*"),
+    ("terminated", "u8*"), ("truncated", "u8*"), ("final_obs", "f32*"), ("n_final", "i64"),
+)  # fmt: skip
+_C_TYPES = {
+    "f64*": types.CPointer(types.float64),
+    "i64*": types.CPointer(types.int64),
+    "f32*": types.CPointer(types.float32),
+    "u8*": types.CPointer(types.boolean),
+    "i64": types.int64,
+}
+_S = _O = 1  # bound per env: STATE_DIM, OBS_DIM
+_act_view: Any = None  # bound per env: the actions' [N] or [N, 1] view
+
+
+@inline
+def _discrete_view(actions, n):  # pragma: no cover - compiled
+    return carray(actions, n)
+
+
+@inline
+def _box_view(actions, n):  # pragma: no cover - compiled
+    return carray(actions, (n, 1))
+
+
+def _c_step(
+    state, book, actions, n, max_steps, same_step, obs, reward, terminated, truncated,
+    final_obs, n_final,
+):  # pragma: no cover - compiled  # fmt: skip
+    return run_step(
+        _valid, _step_row, _obs_row, _reset_row, _P0, _P1,
+        carray(state, (n, _S)), carray(book, (BOOK_ROWS, n)), _act_view(actions, n), max_steps,
+        same_step != 0, carray(obs, (n, _O)), carray(reward, n), carray(terminated, n),
+        carray(truncated, n), carray(final_obs, (n_final, _O)),
+    )  # fmt: skip
+
+
+def step_signature(discrete: bool) -> Any:
+    """The Numba signature of an env's step C entry (:data:`STEP_ARGS`)."""
+    act = types.CPointer(types.int64 if discrete else types.float32)
+    return types.int64(*[act if c == "A*" else _C_TYPES[c] for _, c in STEP_ARGS])
+
+
+@functools.cache
+def step_entry(module: str) -> Any:
+    """The C entry of env module ``module``'s step (``step`` with raw pointers),
+    compiled or loaded from the cache on first use: what
+    :meth:`CompiledVectorEnv.step` calls through ``fastppo._cy._fast.env_step``."""
+    mod = sys.modules[module]
+    body = specialized(_c_step, "_" + module.rsplit(".", 1)[1], module, **env_bindings(mod))
+    discrete = hasattr(mod, "N_ACTIONS")
+    return c_entry(step_signature(discrete))(body)

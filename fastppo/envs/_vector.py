@@ -20,8 +20,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from fastppo._checks import as_array, describe, fail
-from fastppo._jit import compile_declared
-from fastppo.envs._loop import BOOK_ROWS, ELAPSED, KEY_HI, KEY_LO, RESETS
+from fastppo._cy import _fast
+from fastppo.envs._loop import BOOK_ROWS, ELAPSED, KEY_HI, KEY_LO, RESETS, step_entry
 from fastppo.envs._render import MODES as RENDER_MODES
 from fastppo.envs._render import Renderer, check_mode
 
@@ -59,15 +59,6 @@ def _gym_facts(env_id: str) -> tuple[gym.Space[Any], gym.Space[Any], dict[str, A
         return env.observation_space, env.action_space, dict(env.metadata), spec
     finally:
         env.close()
-
-
-def _entry(disp: Any) -> Any:
-    """The compiled entry of ``disp``'s one declared signature, called without
-    Numba's argument typing (a third of a small step's time). Safe because
-    :meth:`CompiledVectorEnv.step` hands it exactly the declared types."""
-    (sig,) = disp.declared
-    compile_declared(disp)
-    return disp.overloads[tuple(sig.args)].entry_point
 
 
 def _autoreset_mode(fn: str, mode: Any) -> AutoresetMode:
@@ -152,18 +143,17 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         self._obs_dim = int(mod.OBS_DIM)
         self._state = np.zeros((n, mod.STATE_DIM), np.float64)
         self._book = np.zeros((BOOK_ROWS, n), np.int64)
-        self._no_final = np.empty((0, self._obs_dim), np.float32)
         self._no_mask = np.empty(0, np.bool_)
         self._seed_keys(_seed_value(fn, "seed", seed), None)
         self._last_obs = np.zeros((n, self._obs_dim), np.float32)
         self._obs_shape = (n, self._obs_dim)
-        self._act_dtype = np.dtype(np.int64) if self._discrete else np.dtype(np.float32)
         #: what step() expects of the action values (the house error's "must be")
         self._act_rule = (
             f"integer actions in [0, {mod.N_ACTIONS})" if self._discrete else "actions without NaN"
         )
-        self._act_shape = (n,) if self._discrete else (n, 1)
-        self._step: Any = None  # compiled on the first step (a fused rollout never needs it)
+        self._c_step = (
+            0  # the step's C entry, compiled on the first step (a fused rollout never needs it)
+        )
         self._needs_reset = True
 
     # ----------------------------------------------------------------- state
@@ -267,7 +257,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
                 fail(fn, "actions", self._act_rule, f"dtype {a.dtype}", exc=TypeError)
             if a.shape != (n,):
                 fail(fn, "actions", f"shape ({n},)", f"shape {a.shape}")
-            if a.dtype != np.int64 or not a.flags.c_contiguous:
+            if a.dtype != np.int64 or not (a.flags.c_contiguous and a.flags.aligned):
                 if a.dtype == np.uint64 and n and int(a.max()) >= self._mod.N_ACTIONS:
                     fail(
                         fn,
@@ -275,7 +265,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
                         self._act_rule,
                         f"value {int(a.max())} at index {int(a.argmax())}",
                     )
-                a = np.ascontiguousarray(a, dtype=np.int64)
+                a = np.require(a, np.int64, ("C", "A"))
             return a
         if a.dtype.kind != "f":
             fail(
@@ -287,8 +277,8 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
             )
         if a.shape != (n, 1):
             fail(fn, "actions", f"shape ({n}, 1)", f"shape {a.shape}")
-        if a.dtype != np.float32 or not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a, dtype=np.float32)
+        if a.dtype != np.float32 or not (a.flags.c_contiguous and a.flags.aligned):
+            a = np.require(a, np.float32, ("C", "A"))
         return a
 
     def step(
@@ -303,34 +293,23 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         """
         if self._needs_reset:
             raise gym.error.ResetNeeded("CompiledVectorEnv.step: call reset() before step()")
+        if self._c_step == 0:
+            self._c_step = int(step_entry(self._mod.__name__).address)
+        # actions in the env's own form go straight to the C entry; others are
+        # validated and cast first (the house errors), then go the same way
         a = actions
-        # the common case costs four attribute checks; anything else is validated and cast
-        if not (
-            type(a) is np.ndarray
-            and a.dtype is self._act_dtype
-            and a.shape == self._act_shape
-            and a.flags.c_contiguous
-        ):
-            a = self._actions(a)
-        obs = np.empty(self._obs_shape, np.float32)
-        reward = np.empty(self.num_envs, np.float64)
-        terminated = np.empty(self.num_envs, np.bool_)
-        truncated = np.empty(self.num_envs, np.bool_)
-        final = np.empty(self._obs_shape, np.float32) if self._same_step else self._no_final
-        if self._step is None:
-            self._step = _entry(self._mod.step)
-        bad = self._step(
-            self._state,
-            self._book,
-            a,
-            self.max_episode_steps,
-            self._same_step,
-            obs,
-            reward,
-            terminated,
-            truncated,
-            final,
-        )
+        out = _fast.env_step(
+            self._c_step, self._state, self._book, a, self._discrete,
+            self.max_episode_steps, self._same_step, self._obs_dim,
+        )  # fmt: skip
+        if out is None:
+            a = self._actions(actions)
+            out = _fast.env_step(
+                self._c_step, self._state, self._book, a, self._discrete,
+                self.max_episode_steps, self._same_step, self._obs_dim,
+            )  # fmt: skip
+            assert out is not None  # _actions returns the env's own form
+        obs, reward, terminated, truncated, final, bad = out
         if bad >= 0:
             self._refuse(a, bad)
         self._last_obs = obs
@@ -339,6 +318,7 @@ class CompiledVectorEnv(gym.vector.VectorEnv):
         if self._same_step:
             done = terminated | truncated
             if done.any():
+                assert final is not None  # env_step makes it in same-step mode
                 final_obs = np.full(self.num_envs, None, dtype=object)
                 for i in np.flatnonzero(done):
                     final_obs[i] = final[i]

@@ -32,7 +32,7 @@ import numpy as np
 
 from fastppo._jit import inline
 from fastppo.envs._libm import pow64
-from fastppo.envs._loop import env_kernels
+from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 4
 OBS_DIM = 6
@@ -164,4 +164,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 3] = np.float64(np.float32(low + (high - low) * u3))
 
 
-step, reset = env_kernels(__name__, discrete=True)
+reset = reset_kernel(__name__)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from fastppo._jit import inline
-from fastppo.envs._loop import env_kernels
+from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 2
 OBS_DIM = 2
@@ -71,4 +71,4 @@ def reset_row(s, i, u0, u1, u2, u3, low, high):  # pragma: no cover - compiled
     s[i, 1] = 0.0
 
 
-step, reset = env_kernels(__name__, discrete=True)
+reset = reset_kernel(__name__)

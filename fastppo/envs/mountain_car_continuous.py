@@ -32,10 +32,10 @@ import numpy as np
 
 from fastppo._jit import inline
 from fastppo.envs._libm import pow64
-from fastppo.envs._loop import env_kernels
+from fastppo.envs._loop import reset_kernel
 
 # The track, the state, its observation and the reset are MountainCar-v0's.
-from fastppo.envs.mountain_car import (  # noqa: F401 - obs_row/reset_row: env_kernels reads them
+from fastppo.envs.mountain_car import (  # noqa: F401 - obs_row/reset_row: _loop binds them
     MAX_POSITION,
     MAX_SPEED,
     MIN_POSITION,
@@ -156,4 +156,4 @@ def step_row(s, i, actions, elapsed):  # pragma: no cover - compiled
     return reward, terminated
 
 
-step, reset = env_kernels(__name__, discrete=False)
+reset = reset_kernel(__name__)

@@ -26,7 +26,7 @@ import numpy as np
 
 from fastppo._jit import inline
 from fastppo.envs._libm import pow32, pow64
-from fastppo.envs._loop import env_kernels
+from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 2
 OBS_DIM = 3
@@ -100,4 +100,4 @@ def reset_row(s, i, u0, u1, u2, u3, x_init, y_init):  # pragma: no cover - compi
     s[i, 1] = -y_init + (y_init - -y_init) * u1
 
 
-step, reset = env_kernels(__name__, discrete=False)
+reset = reset_kernel(__name__)

@@ -34,7 +34,7 @@ import numpy as np
 from fastppo._checks import fail
 from fastppo._jit import inline, kernel, specialized
 from fastppo.envs import acrobot, cartpole, mountain_car, mountain_car_continuous, pendulum
-from fastppo.envs._loop import run_step
+from fastppo.envs._loop import env_bindings, run_step
 from fastppo.kernels import categorical as KC
 from fastppo.kernels import gaussian as KG
 from fastppo.kernels import mlp as K
@@ -270,9 +270,7 @@ def _compile(mod: Any) -> Any:
     discrete = hasattr(mod, "N_ACTIONS")
     name = "_" + mod.__name__.rsplit(".", 1)[1]
     body = specialized(
-        _fused, name,
-        _valid=mod.valid, _step_row=mod.step_row, _obs_row=mod.obs_row, _reset_row=mod.reset_row,
-        _P0=mod.RESET_DEFAULTS[0], _P1=mod.RESET_DEFAULTS[1],
+        _fused, name, **env_bindings(mod),
         _sample=_categorical if discrete else _gaussian,
         _store=_discrete_store if discrete else _box_store,
         _env_actions=_discrete_actions if discrete else _box_actions,
