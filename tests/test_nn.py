@@ -630,3 +630,30 @@ def test_squash_density_agrees_everywhere_on_saturated_float32_actions():
     # the trainer's step stores the sampler's logp: a PPO ratio starts at 1
     a2, l2, _ = pol.step(obs, seed=4, counter=9)
     np.testing.assert_allclose(pol.evaluate(obs, a2)[0], l2, rtol=1e-6)
+
+
+def test_discrete_mode_is_the_samplers_deterministic_action() -> None:
+    """ActorCritic.act(deterministic=True) takes a discrete head's mode in numpy;
+    it is sample_categorical's deterministic action (the first largest logit),
+    and the rows that sampler refuses raise its error."""
+    pol = ActorCritic((5,), "discrete", nvec=[4], hidden_sizes=(8,), seed=1)
+    logits = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
+    logits[:8] = np.round(logits[:8])  # ties: the first maximum wins
+    logits[8, 1:3] = 7.0
+    logits[9, 0] = -np.inf  # -inf is an impossible action, not an error
+    want, _ = fastppo.sample_categorical(logits, seed=0, counter=0, deterministic=True)
+    got = pol._mode("ActorCritic.act", logits)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    for bad, msg in ((np.nan, "nan at env 3, action 2"), (np.inf, "inf at env 3, action 2")):
+        x = logits.copy()
+        x[3, 2] = bad
+        with pytest.raises(ValueError, match=rf"^ActorCritic\.act: logits must be .*{msg}"):
+            pol._mode("ActorCritic.act", x)
+    x = logits.copy()
+    x[5] = -np.inf
+    with pytest.raises(ValueError, match=r"all -inf at env 5"):
+        pol._mode("ActorCritic.act", x)
+    obs = np.random.default_rng(1).standard_normal((6, 5))
+    out = pol._forward(pol.obs_batch("t", obs), True, False)[0]
+    ref, _ = fastppo.sample_categorical(out, seed=0, counter=0, deterministic=True)
+    assert np.array_equal(pol.act(obs, deterministic=True), ref)

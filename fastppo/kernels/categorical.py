@@ -35,6 +35,7 @@ from fastppo.kernels.chunks import (
     TASK,
     chunk_uniforms,
     first_bad,
+    half_bits,
     load_row,
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
@@ -135,19 +136,19 @@ def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, F):  # pragma: no cove
     one = np.uint8(1)
     two = np.uint8(2)
     # one loop per (kind, mask) pair, as in _chunk_load, so each vectorises
-    if kind == KIND_F16 and has_mask:
+    if half_bits(xf) and kind == KIND_F16 and has_mask:
         for k in range(cnt):
             v = f16_to_f32(xs[k])
             F[k] = one * ((v > -_INF32) & (ms[k] != 0)) | two * (not (v < _INF32))
-    elif kind == KIND_F16:
+    elif half_bits(xf) and kind == KIND_F16:
         for k in range(cnt):
             v = f16_to_f32(xs[k])
             F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
-    elif kind == KIND_BF16 and has_mask:
+    elif half_bits(xf) and kind == KIND_BF16 and has_mask:
         for k in range(cnt):
             v = bf16_to_f32(xs[k])
             F[k] = one * ((v > -_INF32) & (ms[k] != 0)) | two * (not (v < _INF32))
-    elif kind == KIND_BF16:
+    elif half_bits(xf):  # KIND_BF16
         for k in range(cnt):
             v = bf16_to_f32(xs[k])
             F[k] = one * (v > -_INF32) | two * (not (v < _INF32))
@@ -197,22 +198,22 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, R, M, A):  # pragma: no
         rb = False
         # one loop per (kind, mask) pair: a branch left in the loop body
         # keeps LLVM from vectorising it
-        if kind == KIND_F16 and has_mask:
+        if half_bits(xf) and kind == KIND_F16 and has_mask:
             for j in range(width):
                 v = f16_to_f32(xo[j])
                 rb |= not (v < _INF32)
                 R[np.uint64(j * CHUNK + i)] = v if mo[j] != 0 else -_INF32
-        elif kind == KIND_F16:
+        elif half_bits(xf) and kind == KIND_F16:
             for j in range(width):
                 v = f16_to_f32(xo[j])
                 rb |= not (v < _INF32)
                 R[np.uint64(j * CHUNK + i)] = v
-        elif kind == KIND_BF16 and has_mask:
+        elif half_bits(xf) and kind == KIND_BF16 and has_mask:
             for j in range(width):
                 v = bf16_to_f32(xo[j])
                 rb |= not (v < _INF32)
                 R[np.uint64(j * CHUNK + i)] = v if mo[j] != 0 else -_INF32
-        elif kind == KIND_BF16:
+        elif half_bits(xf):  # KIND_BF16
             for j in range(width):
                 v = bf16_to_f32(xo[j])
                 rb |= not (v < _INF32)

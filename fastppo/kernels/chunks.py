@@ -25,7 +25,11 @@ The samplers live in :mod:`fastppo.kernels.categorical`,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from fastppo._jit import inline, subroutine
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
@@ -54,18 +58,35 @@ _f32 = np.float32
 _INF32 = _f32(np.inf)
 
 
+def half_bits(x: Any) -> bool:
+    """True when ``x`` holds float16/bfloat16 bits (uint16 storage).
+
+    In a kernel the answer is a constant of the array's type, so a branch on
+    it (``if half_bits(x) and kind == KIND_F16``) is folded away before LLVM
+    optimises: a float variant never compiles the half loops and the uint16
+    variant never compiles the float ones. ``kind`` still picks float16 or
+    bfloat16 at run time.
+    """
+    return bool(np.asarray(x).dtype == np.uint16)
+
+
+@overload(half_bits)
+def _half_bits(x):  # unannotated: Numba requires the lambdas' exact signature
+    half = isinstance(x, types.Array) and x.dtype == types.uint16
+    return (lambda x: True) if half else (lambda x: False)
+
+
 @subroutine
 def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
     """``r[:n] = float64(x[i, col0:col0+n])``, decoding float16/bfloat16 bits.
 
-    The branch on ``kind`` sits outside the loops; every branch type-checks
-    for every storage dtype (integer casts of a float are legal), and only
-    the one matching the dtype runs.
+    The branch on ``kind`` sits outside the loops; only the loops of the
+    storage dtype are compiled (:func:`half_bits`).
     """
-    if kind == KIND_F16:
+    if half_bits(x) and kind == KIND_F16:
         for j in range(n):
             r[j] = f16_to_f32(x[i, col0 + j])
-    elif kind == KIND_BF16:
+    elif half_bits(x):  # KIND_BF16
         for j in range(n):
             r[j] = bf16_to_f32(x[i, col0 + j])
     else:
@@ -102,8 +123,8 @@ def chunk_uniforms(stream, i0, rows, n_uni, u):  # pragma: no cover - compiled
 @inline
 def load1(x, i, j, kind):  # pragma: no cover - compiled
     """``float64(x[i, j])``, decoding float16/bfloat16 bits per ``kind``."""
-    if kind == KIND_F16:
+    if half_bits(x) and kind == KIND_F16:
         return np.float64(f16_to_f32(x[i, j]))
-    if kind == KIND_BF16:
+    if half_bits(x):  # KIND_BF16
         return np.float64(bf16_to_f32(x[i, j]))
     return np.float64(x[i, j])

@@ -29,12 +29,10 @@ import numpy as np
 from fastppo._jit import STORAGE, kernel, kernel_pair, subroutine
 from fastppo.kernels.chunks import (
     CHUNK,
-    KIND_BF16,
     KIND_F16,
-    KIND_F32,
-    KIND_F64,
     TASK,
     first_bad,
+    half_bits,
     load1,
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
@@ -62,10 +60,10 @@ def _cols_below(x, col, a_dim, kind, i0, i1, bound):  # pragma: no cover - compi
         # a view indexed from 0: a loop from i0 * w keeps Numba's
         # negative-index wrap and stays scalar (2.6x slower here)
         xf = x.reshape(x.shape[0] * w)[i0 * w : i1 * w]
-        if kind == KIND_F16:
+        if half_bits(xf) and kind == KIND_F16:
             for k in range(xf.shape[0]):
                 bad |= not (abs(f16_to_f32(xf[k])) < bound)
-        elif kind == KIND_BF16:
+        elif half_bits(xf):  # KIND_BF16
             for k in range(xf.shape[0]):
                 bad |= not (abs(bf16_to_f32(xf[k])) < bound)
         else:
@@ -250,7 +248,8 @@ def _gaussian_task(
     ls = cols[cols.shape[0] // 3 : 2 * cols.shape[0] // 3]
     sd = cols[2 * cols.shape[0] // 3 :]
     a32 = np.empty(CHUNK if squash else 1, dtype=np.float32)
-    plain = kind == KIND_F32 or kind == KIND_F64  # no decode: tight loops
+    # float storage (kind F32/F64): no decode, tight loops; only one side compiles
+    plain = not half_bits(pm)
     for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
         i0 = c * CHUNK
         rows = min(n, i0 + CHUNK) - i0

@@ -508,6 +508,19 @@ class ActorCritic:
             deterministic=deterministic, squash=self.squash,
         )  # fmt: skip
 
+    def _mode(self, fn: str, logits: np.ndarray) -> np.ndarray:
+        """A discrete head's mode: the first action of largest logit, as
+        ``sample_categorical(deterministic=True)`` returns it (``tests/test_nn.py``),
+        in numpy: an evaluation run (``fastppo train``'s last step) then compiles
+        no sampler, and a call costs a few microseconds. The rows the sampler
+        refuses (a NaN or +inf logit, or all -inf) raise its error."""
+        top = logits.max(axis=1)
+        if not np.isfinite(top).all():
+            row = int(np.argmin(np.isfinite(top)))
+            offs = np.array([0, logits.shape[1]], np.int64)
+            sampling.categorical._bad_categorical(fn, logits, None, offs, row, 0)
+        return logits.argmax(axis=1).astype(np.int64, copy=False)
+
     def value(self, obs: Any) -> np.ndarray:
         """``V(obs)``: ``[N]`` of the policy's dtype for network inputs ``[N, *obs_shape]``."""
         x = self.obs_batch("ActorCritic.value", obs)
@@ -621,7 +634,10 @@ class ActorCritic:
         if counter is None:
             counter = self._act_counter
             self._act_counter += 1
-        s = self.seed if seed is None else seed
-        actions, _ = self._sample(out, s, counter, 0, deterministic)
+        if deterministic and self.kind == "discrete":
+            actions = self._mode(fn, out)
+        else:
+            s = self.seed if seed is None else seed
+            actions, _ = self._sample(out, s, counter, 0, deterministic)
         env_actions = self.to_env(actions)
         return env_actions[0] if single else env_actions
