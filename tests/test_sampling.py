@@ -703,17 +703,28 @@ def test_squashed_entropy_estimates_the_squashed_policy_entropy() -> None:
 
 @pytest.mark.parametrize("squash", [False, True])
 def test_gaussian_log_std_forms_give_the_same_bits(squash: bool) -> None:
-    """[A], a broadcast [N, A] view (taken as [A], no copy) and a per-env [N, A]
-    copy run different loops with the same exp64 and densities: the same bits."""
+    """[A], a broadcast [N, A] view and a per-env copy of one row (both taken as
+    [A], no copy) and a per-env [N, A] of other rows run different loops with
+    the same exp64 and densities: the same bits."""
     g = np.random.default_rng(12)
     mean = g.standard_normal((300, 5)).astype(np.float32)
     ls = (0.3 * g.standard_normal(5)).astype(np.float32)
+    ls[2] = 0.0
     want = S.sample_gaussian(mean, ls, seed=5, counter=6, squash=squash)
     view = np.broadcast_to(ls, mean.shape)
-    for form in (view, np.ascontiguousarray(view)):
+    signed = np.ascontiguousarray(view)
+    signed[1::2, 2] = -0.0  # equal by ==, other bits: still the one-row path's bits
+    assert _common._same_rows(signed)
+    per_env = np.ascontiguousarray(view)
+    per_env[0] += 0.25  # a different row 0: the per-env loop; rows 1.. are [A]'s
+    assert not _common._same_rows(per_env)
+    for form in (view, np.ascontiguousarray(view), signed, per_env):
         got = S.sample_gaussian(mean, form, seed=5, counter=6, squash=squash)
-        np.testing.assert_array_equal(got[0], want[0])
-        np.testing.assert_array_equal(got[1], want[1])
+        rows = slice(1, None) if form is per_env else slice(None)
+        np.testing.assert_array_equal(got[0][rows], want[0][rows])
+        np.testing.assert_array_equal(got[1][rows], want[1][rows])
+        if form is per_env:
+            continue
         lp, ent = S.gaussian_logp_entropy(mean, form, want[0], squash=squash)
         lp0, ent0 = S.gaussian_logp_entropy(mean, ls, want[0], squash=squash)
         np.testing.assert_array_equal(lp, lp0)
