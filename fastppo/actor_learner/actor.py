@@ -255,11 +255,17 @@ class ActorCore:
         b["logp"][k] = np.asarray(logp).reshape(())
         b["values"][k] = np.asarray(values).reshape(())
         b["versions"][k] = self.version
-        self.n += 1
-        self.sent += 1
         if self.compiled:
             self._step_compiled(a, k)
-            return
+        else:
+            self._step_gym(a, k)
+        self.n += 1
+        self.sent += 1
+
+    def _step_gym(self, a: np.ndarray, k: int) -> None:
+        """The env step of :meth:`step` on a gymnasium env, its next-step autoreset
+        done by hand (the reset row's transition fields are written here)."""
+        b = self.buf
         if self.need_reset:
             # the reset row of next-step autoreset: no transition happens here
             b["rewards"][k] = 0.0

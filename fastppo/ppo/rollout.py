@@ -10,8 +10,9 @@ with no Python per step. Each step, in the step path's order:
    clipped (the Cython cores of :class:`fastppo.RunningMeanStd`, called
    through :mod:`fastppo.stats.cabi`);
 2. the policy's forward pass (:func:`fastppo.kernels.mlp.policy_forward`) and
-   the counter-based sampler of its head (the serial categorical or Gaussian
-   kernel, stream ``(seed, counter0 + t, env)``);
+   the counter-based sampler of its head (the row-by-row categorical kernel,
+   whose draws are the chunked sampler's bit for bit, or the serial Gaussian
+   kernel; stream ``(seed, counter0 + t, env)``);
 3. the stored action made env-ready (``ActorCritic.to_env``'s clip or
    rescale) and the env's step, time limit and autoreset
    (:func:`fastppo.envs._loop.run_step` with the env's row functions);
