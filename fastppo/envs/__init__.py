@@ -8,11 +8,32 @@ are. One env per file; the loop they share is :mod:`fastppo.envs._loop`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastppo.envs._vector import MODULES, CompiledVectorEnv
+if TYPE_CHECKING:
+    from fastppo.envs._vector import CompiledVectorEnv
 
 __all__ = ["CompiledVectorEnv", "ids", "make_vec"]
+
+#: Compiled env ids and the module of each. The env modules (their kernels)
+#: import neither gymnasium nor the vector env, so a build without gymnasium
+#: (``FASTPPO_BUILD_KERNELS=1`` in pip's isolated build) can compile them;
+#: ``CompiledVectorEnv`` is imported on first use.
+MODULES = {
+    "CartPole-v1": "fastppo.envs.cartpole",
+    "Acrobot-v1": "fastppo.envs.acrobot",
+    "MountainCar-v0": "fastppo.envs.mountain_car",
+    "MountainCarContinuous-v0": "fastppo.envs.mountain_car_continuous",
+    "Pendulum-v1": "fastppo.envs.pendulum",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CompiledVectorEnv":
+        from fastppo.envs._vector import CompiledVectorEnv
+
+        return CompiledVectorEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ids() -> tuple[str, ...]:
@@ -40,6 +61,8 @@ def make_vec(
     ``render_mode="rgb_array"``: ``render()`` returns each env's frame, drawn
     by gymnasium's renderer (needs pygame: ``pip install 'fastppo[render]'``).
     """
+    from fastppo.envs._vector import CompiledVectorEnv
+
     return CompiledVectorEnv(
         env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode, render_mode=render_mode
     )

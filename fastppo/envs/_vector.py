@@ -21,18 +21,11 @@ from gymnasium.vector.utils import batch_space
 
 from fastppo._checks import as_array, describe, fail
 from fastppo._cy import _fast
+from fastppo.envs import MODULES
 from fastppo.envs._loop import BOOK_ROWS, ELAPSED, KEY_HI, KEY_LO, RESETS, step_entry
 from fastppo.envs._render import MODES as RENDER_MODES
 from fastppo.envs._render import Renderer, check_mode
 
-#: Compiled env ids and the module of each.
-MODULES = {
-    "CartPole-v1": "fastppo.envs.cartpole",
-    "Acrobot-v1": "fastppo.envs.acrobot",
-    "MountainCar-v0": "fastppo.envs.mountain_car",
-    "MountainCarContinuous-v0": "fastppo.envs.mountain_car_continuous",
-    "Pendulum-v1": "fastppo.envs.pendulum",
-}
 _MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP}
 _U32 = 0xFFFFFFFF
 
