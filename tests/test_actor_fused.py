@@ -104,3 +104,12 @@ def test_run_collects_with_the_fused_rollout(monkeypatch: pytest.MonkeyPatch) ->
     assert report.env_steps >= 640 and report.updates >= 5
     assert sum(calls) >= 640 and max(calls) > 1  # whole chunks, not single steps
     assert report.episode_returns  # episodes counted from the fused rows
+
+
+def test_processes_actors_step_the_compiled_env() -> None:
+    """CompiledEnvFn travels to spawned actor processes; their chunks train."""
+    cfg = ActorLearnerConfig(
+        num_actors=2, num_steps=64, total_env_steps=512, seed=2, backend="processes"
+    )
+    policy, report = run("CartPole-v1", cfg, PPOConfig(batch_size=64, n_epochs=1))
+    assert report.env_steps >= 512 and report.updates >= 4 and report.actor_restarts == 0
