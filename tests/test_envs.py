@@ -388,3 +388,10 @@ def test_one_declaration_of_the_step_entry() -> None:
     spelled = [" ".join(t.split()) for t in m.group(1).split(",")]
     assert spelled == [c_names[c] for _, c in decl]
     assert len(_loop.step_signature(True).args) == len(decl)
+
+
+def test_compiled_for_is_the_one_backend_rule() -> None:
+    assert envs.compiled_for("CartPole-v1")
+    assert not envs.compiled_for("CartPole-v1", "gymnasium")
+    assert not envs.compiled_for("CartPole-v1", "fastppo", {"sutton_barto_reward": True})
+    assert not envs.compiled_for("LunarLander-v3") and not envs.compiled_for(None)

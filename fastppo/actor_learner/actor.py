@@ -469,7 +469,7 @@ def make_env_fn(env: Any, env_backend: str = "fastppo") -> EnvFn:
 
         from fastppo import envs
 
-        if env_backend == "fastppo" and env in envs.ids():
+        if envs.compiled_for(env, env_backend):
             return CompiledEnvFn(env)
         return functools.partial(gymnasium.make, env)
     if not callable(env):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fastppo.envs._vector import CompiledVectorEnv
 
-__all__ = ["CompiledVectorEnv", "ids", "make_vec"]
+__all__ = ["CompiledVectorEnv", "compiled_for", "ids", "make_vec"]
 
 #: Compiled env ids and the module of each. The env modules (their kernels)
 #: import neither gymnasium nor the vector env, so a build without gymnasium
@@ -34,6 +34,14 @@ def __getattr__(name: str) -> Any:
 
         return CompiledVectorEnv
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def compiled_for(env_id: Any, env_backend: str = "fastppo", env_kwargs: Any = None) -> bool:
+    """Whether an env given by id steps as its compiled env here: the id is one
+    of :func:`ids`, ``env_backend`` (``PPOConfig.env_backend``) is ``"fastppo"``
+    and no ``gymnasium.make`` keyword arguments ask for something else. The one
+    rule the trainer and the actor-learner's actors follow."""
+    return env_backend == "fastppo" and env_id in MODULES and not env_kwargs
 
 
 def ids() -> tuple[str, ...]:

@@ -219,11 +219,7 @@ class PPOTrainer:
         ``PPOConfig.env_backend``), False for gymnasium's."""
         from fastppo import envs
 
-        return (
-            self.config.env_backend == "fastppo"
-            and self.env_id in envs.ids()
-            and not self.env_kwargs
-        )
+        return envs.compiled_for(self.env_id, self.config.env_backend, self.env_kwargs)
 
     def env_description(self) -> str:
         """What the rollouts step, in words (the CLI's first line)."""
