@@ -13,9 +13,9 @@ Usage::
     python bench/learning.py                          # all three envs, seeds 0 1 2
     python bench/learning.py --env CartPole-v1 --seeds 0 1 2
     python bench/learning.py --env Pendulum-v1 --seeds 0 --steps 200000
-    python bench/learning.py --backend fastppo gymnasium   # both env backends, alternating
+    python bench/learning.py --backend compiled gymnasium  # both env backends, alternating
 
-``--backend``: ``fastppo`` (the default: the compiled env and fused rollout
+``--backend``: ``compiled`` (the default: the compiled env and fused rollout
 where the id has one) and/or ``gymnasium`` (gymnasium's own envs, as before
 the compiled envs); given both, each seed runs on one then the other, so
 the wall times compare in one session.
@@ -45,7 +45,7 @@ TARGETS.update({k: t for k, (t, _) in HEAVY.items()})
 
 
 def run_one(
-    env_id: str, seed: int, steps: int | None, episodes: int, backend: str = "fastppo"
+    env_id: str, seed: int, steps: int | None, episodes: int, backend: str = "compiled"
 ) -> dict:
     d = env_defaults(env_id)
     budget = int(steps or (HEAVY[env_id][1] if env_id in HEAVY else d["total_timesteps"]))
@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=None, help="override the per-env budget")
     ap.add_argument("--episodes", type=int, default=20)
-    ap.add_argument("--backend", nargs="*", default=["fastppo"], choices=("fastppo", "gymnasium"))
+    ap.add_argument("--backend", nargs="*", default=["compiled"], choices=("compiled", "gymnasium"))
     ap.add_argument("--out", default="bench_out/learning")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -106,7 +106,7 @@ def main() -> None:
             with open(path, "w") as f:
                 json.dump(results, f)
         series = {
-            f"seed {x['seed']} {x.get('backend', 'fastppo')}": (
+            f"seed {x['seed']} {x.get('backend', 'compiled')}": (
                 [s for s, _ in x["curve"]],
                 _smooth([v for _, v in x["curve"]]),
             )

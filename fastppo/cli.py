@@ -61,9 +61,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--env-backend",
-        choices=("fastppo", "gymnasium"),
+        choices=("compiled", "gymnasium"),
         default=None,
-        help="fastppo (default): the compiled, gymnasium-identical env where one exists "
+        help="compiled (default): fastppo's compiled, gymnasium-identical env where one exists "
         "(classic control), else gymnasium; gymnasium: always gymnasium's envs",
     )
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes in the final report")

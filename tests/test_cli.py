@@ -132,4 +132,4 @@ def test_the_first_line_names_the_env_backend(tmp_path, capsys, flag, first_line
     assert rc == 0
     assert capsys.readouterr().out.splitlines()[0] == first_line
     saved = json.loads((tmp_path / "r" / "checkpoint.json").read_text())
-    assert saved["config"]["env_backend"] == (flag[1] if flag else "fastppo")
+    assert saved["config"]["env_backend"] == (flag[1] if flag else "compiled")

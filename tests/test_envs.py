@@ -393,5 +393,5 @@ def test_one_declaration_of_the_step_entry() -> None:
 def test_compiled_for_is_the_one_backend_rule() -> None:
     assert envs.compiled_for("CartPole-v1")
     assert not envs.compiled_for("CartPole-v1", "gymnasium")
-    assert not envs.compiled_for("CartPole-v1", "fastppo", {"sutton_barto_reward": True})
+    assert not envs.compiled_for("CartPole-v1", "compiled", {"sutton_barto_reward": True})
     assert not envs.compiled_for("LunarLander-v3") and not envs.compiled_for(None)

@@ -31,5 +31,21 @@ def test_other_envs_and_kwargs_fall_back_to_gymnasium() -> None:
 
 
 def test_env_backend_is_validated() -> None:
-    with pytest.raises(ValueError, match="PPOConfig: env_backend must be 'fastppo' or 'gymnasium'"):
+    rule = "PPOConfig: env_backend must be 'compiled' or 'gymnasium'"
+    with pytest.raises(ValueError, match=rule):
         PPOConfig(env_backend="envpool").validate()
+
+
+def test_a_checkpoint_naming_the_old_backend_value_loads(tmp_path) -> None:
+    """Checkpoints written before the value was renamed say env_backend "fastppo"."""
+    import json
+
+    with PPOTrainer("CartPole-v1", _SMALL) as tr:
+        tr.save(tmp_path)
+    meta_path = tmp_path / "checkpoint.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["config"]["env_backend"] == "compiled"
+    meta["config"]["env_backend"] = "fastppo"
+    meta_path.write_text(json.dumps(meta))
+    with PPOTrainer.load(tmp_path, env="CartPole-v1") as lo:
+        assert lo.config.env_backend == "compiled" and lo.compiled_env

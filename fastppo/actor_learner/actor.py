@@ -457,11 +457,11 @@ class CompiledEnvFn:
         return envs.make_vec(self.env_id, 1, seed=0, autoreset_mode="next_step")
 
 
-def make_env_fn(env: Any, env_backend: str = "fastppo") -> EnvFn:
+def make_env_fn(env: Any, env_backend: str = "compiled") -> EnvFn:
     """Accept an env id string or a zero-argument callable.
 
     An id :mod:`fastppo.envs` compiles makes that compiled env when
-    ``env_backend`` is ``"fastppo"`` (``PPOConfig.env_backend``), else
+    ``env_backend`` is ``"compiled"`` (``PPOConfig.env_backend``), else
     ``gymnasium.make(id)``.
     """
     if isinstance(env, str):

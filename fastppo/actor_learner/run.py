@@ -54,7 +54,7 @@ def run(
         gymnasium id. For ``processes`` and ``ray`` it must pickle (a
         module-level function or ``functools.partial``). An id that
         :mod:`fastppo.envs` compiles (with ``ppo_config.env_backend`` at its
-        default ``"fastppo"``) gives each actor that compiled env, and the
+        default ``"compiled"``) gives each actor that compiled env, and the
         actors collect each chunk with one compiled call (the trainer's fused
         rollout); ``env_fn`` may also return ``fastppo.envs.make_vec(id, 1)``.
     config : ActorLearnerConfig, optional

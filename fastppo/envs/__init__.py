@@ -36,12 +36,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def compiled_for(env_id: Any, env_backend: str = "fastppo", env_kwargs: Any = None) -> bool:
+def compiled_for(env_id: Any, env_backend: str = "compiled", env_kwargs: Any = None) -> bool:
     """Whether an env given by id steps as its compiled env here: the id is one
-    of :func:`ids`, ``env_backend`` (``PPOConfig.env_backend``) is ``"fastppo"``
+    of :func:`ids`, ``env_backend`` (``PPOConfig.env_backend``) is ``"compiled"``
     and no ``gymnasium.make`` keyword arguments ask for something else. The one
     rule the trainer and the actor-learner's actors follow."""
-    return env_backend == "fastppo" and env_id in MODULES and not env_kwargs
+    return env_backend == "compiled" and env_id in MODULES and not env_kwargs
 
 
 def ids() -> tuple[str, ...]:

@@ -107,7 +107,10 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
         bad(_FN, f"{meta_path} field 'env_kwargs'", "a JSON object", type(env_kwargs).__name__)
     try:
         # files written before float32 training name no dtype: they are float64
-        config = PPOConfig.from_dict({"dtype": "float64", **section(_FN, path, meta, "config")})
+        saved = {"dtype": "float64", **section(_FN, path, meta, "config")}
+        if saved.get("env_backend") == "fastppo":  # the compiled envs' name before 2026-12-05
+            saved["env_backend"] = "compiled"
+        config = PPOConfig.from_dict(saved)
         spec = section(_FN, path, meta, "policy")
         params = member(_FN, npz_path, arrays, "policy/params", spec_dtype(spec))
         policy = ActorCritic.from_spec(spec, params=params)

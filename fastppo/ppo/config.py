@@ -60,8 +60,8 @@ class PPOConfig:
         Gaussian heads: initial log std and its clamp.
     squash : bool
         Gaussian heads: tanh-squash actions onto the Box bounds.
-    env_backend : {"fastppo", "gymnasium"}
-        ``"fastppo"``: for an env id that :mod:`fastppo.envs` compiles (the
+    env_backend : {"compiled", "gymnasium"}
+        ``"compiled"``: for an env id that :mod:`fastppo.envs` compiles (the
         classic-control ids, no ``env_kwargs``), step its compiled,
         gymnasium-identical vector env; any other env runs on gymnasium.
         ``"gymnasium"``: always gymnasium's own envs.
@@ -98,7 +98,7 @@ class PPOConfig:
     log_std_min: float = -20.0
     log_std_max: float = 2.0
     squash: bool = False
-    env_backend: str = "fastppo"
+    env_backend: str = "compiled"
     vectorization: str = "sync"
     seed: int = 0
 
@@ -170,8 +170,8 @@ class PPOConfig:
             fail(_FN, "activation", "'tanh' or 'relu'", repr(self.activation))
         if self.dtype not in DTYPES:
             fail(_FN, "dtype", f"one of {DTYPES}", repr(self.dtype))
-        if self.env_backend not in ("fastppo", "gymnasium"):
-            fail(_FN, "env_backend", "'fastppo' or 'gymnasium'", repr(self.env_backend))
+        if self.env_backend not in ("compiled", "gymnasium"):
+            fail(_FN, "env_backend", "'compiled' or 'gymnasium'", repr(self.env_backend))
         if self.vectorization not in ("sync", "async"):
             fail(_FN, "vectorization", "'sync' or 'async'", repr(self.vectorization))
         return self
