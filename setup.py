@@ -1,19 +1,21 @@
 """Cython extensions and the kernels' machine code (everything else lives in pyproject.toml).
 
-``pip install .`` (or ``pip install -e .``) compiles the Cython extensions;
-rerun it after editing a ``.pyx``. Numba kernels compile on first use and are
-cached on disk. With ``FASTPPO_BUILD_KERNELS=1`` the install also compiles
-every kernel on the machine it installs on (one process per core, ``python -m
-fastppo._warmup``) into Numba's on-disk cache next to the installed sources:
-a fresh install's first call of any kernel then loads machine code instead
-of compiling it, at the price of minutes of install time (docs/design.md,
-"Compile cost"). An edited kernel recompiles on its first call. Nothing is
-compiled at import time.
+``pip install .`` (or ``pip install -e .``) compiles the Cython extensions and
+every Numba kernel, on the machine it installs on, into Numba's on-disk cache
+next to the installed sources (``python -m fastppo._warmup --build``, one
+process per core, beside the Cython build): a fresh install's first call of
+any kernel loads machine code instead of compiling it (docs/design.md,
+"Compile cost"). ``FASTPPO_BUILD_KERNELS=0`` skips that step (kernels then
+compile on first use and are cached); so does ``FASTPPO_PORTABLE_BUILD=1``,
+a wheel meant for other machines, whose CPUs a cache would not match. Rerun
+the install after editing a ``.pyx``; an edited kernel recompiles on its
+first call. Nothing is compiled at import time.
 """
 
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 from Cython.Build import cythonize
@@ -52,27 +54,46 @@ extensions = [
 ]
 
 
+def _build_kernels() -> bool:
+    """FASTPPO_BUILD_KERNELS, on by default except in a portable build."""
+    default = "0" if os.environ.get("FASTPPO_PORTABLE_BUILD", "0") == "1" else "1"
+    return os.environ.get("FASTPPO_BUILD_KERNELS", default) == "1"
+
+
 class BuildExtAndKernels(build_ext):
-    """build_ext, then the Numba kernels' cache for the package being built."""
+    """build_ext, and beside it the Numba kernels' cache for the package being built."""
 
     def run(self) -> None:
-        super().run()
-        if os.environ.get("FASTPPO_BUILD_KERNELS", "0") != "1":
-            return  # kernels compile on first use
-        # In place (editable installs) the package imported later is the
-        # source tree; otherwise it is build_lib, which becomes the wheel.
+        if not _build_kernels():
+            super().run()  # kernels compile on first use
+            return
+        # In place (editable installs) the package imported is the source
+        # tree; otherwise it is build_lib (build_py has filled it), which
+        # becomes the wheel.
         pkg_root = ROOT if self.inplace else os.path.abspath(self.build_lib)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
         # The cache must land next to the sources being installed, where
         # Numba looks first when no NUMBA_CACHE_DIR is set.
         env.pop("NUMBA_CACHE_DIR", None)
-        subprocess.run(
-            [sys.executable, "-m", "fastppo._warmup", "--jobs", str(os.cpu_count() or 1)],
-            cwd=pkg_root,
-            env=env,
-            check=True,
-        )
+        with tempfile.TemporaryDirectory() as tmp:
+            built = os.path.join(tmp, "extensions-built")
+            # The kernels compile while the Cython extensions build (one core
+            # each); the fused rollout, which calls the running statistics'
+            # extension, waits for the file written once it is built.
+            cmd = [sys.executable, "-m", "fastppo._warmup", "--build", built]
+            kernels = subprocess.Popen(
+                [*cmd, "--jobs", str(os.cpu_count() or 1)], cwd=pkg_root, env=env
+            )
+            try:
+                super().run()
+            except BaseException:
+                kernels.kill()
+                kernels.wait()
+                raise
+            open(built, "w").close()
+            if kernels.wait() != 0:
+                raise SystemExit(f"fastppo: compiling the kernels failed ({kernels.returncode})")
 
 
 setup(

@@ -4,11 +4,11 @@ Each row runs in its own interpreter with an empty ``NUMBA_CACHE_DIR``, so it
 measures compilation (and nothing a previous row left in a cache), pinned to
 one core with ``NUMBA_NUM_THREADS=1``. With ``--installed PYTHON`` each row
 runs that interpreter's installed fastppo with its own on-disk cache instead
-(what a user of an install built with ``FASTPPO_BUILD_KERNELS=1`` pays)::
+(what a user of a default install, whose build compiled the kernels, pays)::
 
     taskset -c 0 python bench/cold_start.py            # this checkout
     taskset -c 0 python bench/cold_start.py --src DIR  # another checkout (before/after)
-    # an install whose build compiled the kernels (FASTPPO_BUILD_KERNELS=1):
+    # an install whose build compiled the kernels (the default):
     taskset -c 0 python bench/cold_start.py --installed VENV/bin/python
 
 Prints a markdown table (seconds) and, with ``--json PATH``, writes the rows.

@@ -31,7 +31,7 @@ LOADED, COMPILED = (1, 0), (0, 1)
 def _run(pkg_root: Path, cache: Path | None) -> list[tuple[int, int]]:
     """(cache hits, cache misses) of two kernels of the package under ``pkg_root``,
     with ``cache`` as ``NUMBA_CACHE_DIR`` (None: Numba's ``__pycache__`` next to
-    the sources, where an install built with ``FASTPPO_BUILD_KERNELS=1`` keeps them).
+    the sources, where ``pip install``'s kernel step keeps them).
     """
     # -S: no site hooks, so an editable install's import finder cannot shadow
     # the copy; the dependencies come from this interpreter's sys.path, minus
@@ -81,7 +81,7 @@ def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(
 
 
 def test_the_cache_next_to_the_sources_survives_a_move(tmp_path):
-    # What an install built with FASTPPO_BUILD_KERNELS=1 relies on: the build
+    # What pip install's kernel step relies on: the build
     # compiles in build/lib, the wheel installs the cache into site-packages.
     # The stamp is the sources' content, not their path or modification time.
     built = tmp_path / "build" / "lib"

@@ -119,18 +119,63 @@ def test_signature_vocabulary() -> None:
     assert len(_jit.signatures("i8(i8, i8)", _jit.FLOATS)) == 1
 
 
-def test_warmup_workers_split_the_kernel_modules_without_overlap() -> None:
-    # A kernel calls declared kernels of its own module only, so a module per
-    # worker means no two processes write the cache index of one kernel.
-    from fastppo._warmup import _LAST, _partition
+def test_warmup_tasks_cover_every_kernel_module_and_run_after_their_dependencies() -> None:
+    # The workers take tasks as their dependencies finish: a task that calls
+    # another task's declared kernels must find them in the cache, or two
+    # processes would compile (and write the cache index of) one kernel.
+    from fastppo._warmup import EXTENSIONS, TASKS, schedule
 
+    assert {t.split(":")[0] for t in TASKS} == set(_MODULES)
+    for deps, _ in TASKS.values():
+        assert set(deps) <= set(TASKS) | {EXTENSIONS}
     for jobs in (1, 2, 3, 16):
-        groups = _partition(jobs)
-        assert 1 <= len(groups) <= jobs
-        flat = [m for g in groups for m in g]
-        # each once; the fused rollout and cabi (they embed other modules' kernels)
-        # stay in the parent
-        assert sorted(flat) == sorted(m for m in _MODULES if m not in _LAST)
+        order = schedule(jobs)
+        assert 1 <= len(order) <= jobs
+        flat = [t for worker in order for t in worker]
+        assert sorted(flat) == sorted(TASKS)  # each task once
+        for worker in order:  # a worker's own tasks: dependencies first
+            for i, task in enumerate(worker):
+                assert not set(TASKS[task][0]) & set(worker[i + 1 :])
+
+
+def test_a_warmup_task_that_compiles_another_tasks_kernel_fails(monkeypatch) -> None:
+    # What keeps TASKS' dependencies true: gae's kernels call kernels.sweep's.
+    from fastppo import _warmup
+
+    monkeypatch.setattr(
+        _warmup, "cache_misses", _fake_misses(["fastppo.kernels.sweep.validate(float32)"])
+    )
+    with pytest.raises(RuntimeError, match=r"task fastppo.kernels.gae compiled kernels of other"):
+        _warmup._run_task("fastppo.kernels.gae")
+
+
+def test_warmup_build_holds_the_tasks_that_need_the_extensions_until_they_are_built(
+    tmp_path, monkeypatch
+) -> None:
+    # setup.py compiles the kernels beside the Cython build and writes the file
+    # once the extensions exist; the fused rollout (running statistics) waits.
+    import threading
+    import time
+
+    from fastppo import _warmup
+
+    monkeypatch.setattr(_warmup, "TASKS", {"fastppo.kernels.checks": ((_warmup.EXTENSIONS,), 1.0)})
+    built = tmp_path / "extensions-built"
+    timer = threading.Timer(1.5, built.touch)
+    t0 = time.monotonic()
+    timer.start()
+    _warmup._compile_in_children(1, False, built)
+    assert time.monotonic() - t0 >= 1.5  # handed out only once the file existed
+
+
+def _fake_misses(extra: list[str]):
+    calls = []
+
+    def misses() -> list[str]:
+        calls.append(1)
+        return [] if len(calls) == 1 else extra  # nothing before the task, extra after
+
+    return misses
 
 
 @pytest.mark.parametrize("jobs", [0, -1, 1.5, True, "2"])

@@ -17,7 +17,7 @@ __all__ = ["CompiledVectorEnv", "compiled_for", "ids", "make_vec"]
 
 #: Compiled env ids and the module of each. The env modules (their kernels)
 #: import neither gymnasium nor the vector env, so a build without gymnasium
-#: (``FASTPPO_BUILD_KERNELS=1`` in pip's isolated build) can compile them;
+#: (``pip install``'s kernel step, in its isolated build) can compile them;
 #: ``CompiledVectorEnv`` is imported on first use.
 MODULES = {
     "CartPole-v1": "fastppo.envs.cartpole",

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline
+from fastppo._jit import inline, subroutine
 from fastppo.envs._libm import pow64
 from fastppo.envs._loop import reset_kernel
 
@@ -58,13 +58,13 @@ POWER = 0.0015
 _PY, _F64, _F32 = 0, 1, 2
 
 
-@inline
+@subroutine
 def _f32_op(a, ka, b, kb):  # pragma: no cover - compiled
     """True when numpy computes ``a op b`` in float32."""
     return (ka == _F32 and kb != _F64) or (kb == _F32 and ka != _F64)
 
 
-@inline
+@subroutine
 def _kind(ka, kb):  # pragma: no cover - compiled
     if _f32_op(0.0, ka, 0.0, kb):
         return _F32
@@ -73,28 +73,28 @@ def _kind(ka, kb):  # pragma: no cover - compiled
     return _F64
 
 
-@inline
+@subroutine
 def _add(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) + np.float32(b)), _F32
     return a + b, _kind(ka, kb)
 
 
-@inline
+@subroutine
 def _sub(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) - np.float32(b)), _F32
     return a - b, _kind(ka, kb)
 
 
-@inline
+@subroutine
 def _mul(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) * np.float32(b)), _F32
     return a * b, _kind(ka, kb)
 
 
-@inline
+@subroutine
 def _less(a, ka, b, kb):  # pragma: no cover - compiled
     """``a < b`` as numpy compares the pair."""
     if _f32_op(a, ka, b, kb):
@@ -102,7 +102,7 @@ def _less(a, ka, b, kb):  # pragma: no cover - compiled
     return a < b
 
 
-@inline
+@subroutine
 def _equal(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float32(a) == np.float32(b)
