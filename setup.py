@@ -93,7 +93,11 @@ class BuildExtAndKernels(build_ext):
                 raise
             open(built, "w").close()
             if kernels.wait() != 0:
-                raise SystemExit(f"fastppo: compiling the kernels failed ({kernels.returncode})")
+                raise SystemExit(
+                    f"fastppo: compiling the kernels failed (exit {kernels.returncode}); "
+                    "FASTPPO_BUILD_KERNELS=0 pip install . skips this step (each kernel "
+                    "then compiles at its first call)"
+                )
 
 
 setup(

@@ -167,7 +167,7 @@ def train_main(
             file=stream,
         )
     print(
-        "(the first run compiles the Numba kernels; later runs load them from the cache)",
+        "(kernels load from the cache pip install compiled; else the first run compiles them)",
         file=stream,
     )
     t0 = time.perf_counter()
