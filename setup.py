@@ -60,6 +60,14 @@ def _build_kernels() -> bool:
     return os.environ.get("FASTPPO_BUILD_KERNELS", default) == "1"
 
 
+def _build_jobs() -> int:
+    """Kernel-compiling processes: one per core this process may use, at most 4
+    (each holds about 400 MB while compiling; past 4 the chain of tasks that
+    wait on one another, not the cores, sets the time)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, 4))
+
+
 class BuildExtAndKernels(build_ext):
     """build_ext, and beside it the Numba kernels' cache for the package being built."""
 
@@ -82,9 +90,7 @@ class BuildExtAndKernels(build_ext):
             # each); the fused rollout, which calls the running statistics'
             # extension, waits for the file written once it is built.
             cmd = [sys.executable, "-m", "fastppo._warmup", "--build", built]
-            kernels = subprocess.Popen(
-                [*cmd, "--jobs", str(os.cpu_count() or 1)], cwd=pkg_root, env=env
-            )
+            kernels = subprocess.Popen([*cmd, "--jobs", str(_build_jobs())], cwd=pkg_root, env=env)
             try:
                 super().run()
             except BaseException:
