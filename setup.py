@@ -1,7 +1,8 @@
 """Cython extensions and the kernels' machine code (everything else lives in pyproject.toml).
 
 ``pip install .`` (or ``pip install -e .``) compiles the Cython extensions and
-every Numba kernel, on the machine it installs on, into Numba's on-disk cache
+every Numba kernel (``fastppo._warmup.INSTALL``: all but the float64 fused
+rollouts), on the machine it installs on, into Numba's on-disk cache
 next to the installed sources (``python -m fastppo._warmup --build``, one
 process per core, beside the Cython build): a fresh install's first call of
 any kernel loads machine code instead of compiling it (docs/design.md,
@@ -71,9 +72,18 @@ def _build_jobs() -> int:
 class BuildExtAndKernels(build_ext):
     """build_ext, and beside it the Numba kernels' cache for the package being built."""
 
+    def _cythonize_and_build(self) -> None:
+        # Cythonized here, not when setup.py is imported: pip imports it for the
+        # build's requirements and metadata too, before the kernels could start.
+        # (The .c sources replace the .pyx ones in place: build_ext has already
+        # given its Extension objects attributes that cythonize's copies lack.)
+        for ext, c_ext in zip(self.extensions, cythonize(self.extensions, language_level=3)):
+            ext.sources = c_ext.sources
+        super().run()
+
     def run(self) -> None:
         if not _build_kernels():
-            super().run()  # kernels compile on first use
+            self._cythonize_and_build()  # kernels compile on first use
             return
         # In place (editable installs) the package imported is the source
         # tree; otherwise it is build_lib (build_py has filled it), which
@@ -92,7 +102,7 @@ class BuildExtAndKernels(build_ext):
             cmd = [sys.executable, "-m", "fastppo._warmup", "--build", built]
             kernels = subprocess.Popen([*cmd, "--jobs", str(_build_jobs())], cwd=pkg_root, env=env)
             try:
-                super().run()
+                self._cythonize_and_build()
             except BaseException:
                 kernels.kill()
                 kernels.wait()
@@ -107,6 +117,6 @@ class BuildExtAndKernels(build_ext):
 
 
 setup(
-    ext_modules=cythonize(extensions, language_level=3),
+    ext_modules=extensions,
     cmdclass={"build_ext": BuildExtAndKernels},
 )

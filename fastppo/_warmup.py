@@ -4,7 +4,8 @@
 (``setup.py``): it fills the on-disk cache next to the installed sources in
 one worker process per core, so a fresh install's first call of any kernel
 loads machine code instead of compiling it. ``--check`` fails unless every
-kernel loads from the cache (CI runs it after an install).
+kernel the install compiles (:data:`INSTALL`) loads from the cache (CI runs
+it after an install).
 """
 
 from __future__ import annotations
@@ -80,28 +81,47 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.envs.mountain_car": ((), 2),
     "fastppo.envs.mountain_car_continuous": ((), 4),
     "fastppo.envs.pendulum": ((), 2),
-    f"{_ROLLOUT}:CartPole-v1": ((_MLP, _CAT, EXTENSIONS), 6.5),
-    f"{_ROLLOUT}:Acrobot-v1": ((_MLP, _CAT, EXTENSIONS), 8),
-    f"{_ROLLOUT}:MountainCar-v0": ((_MLP, _CAT, EXTENSIONS), 6.5),
-    f"{_ROLLOUT}:MountainCarContinuous-v0": ((_MLP, _GAUSS, EXTENSIONS), 9),
-    f"{_ROLLOUT}:Pendulum-v1": ((_MLP, _GAUSS, EXTENSIONS), 7),
+    **{
+        f"{_ROLLOUT}:{env_id}{dtype}": ((_MLP, head, EXTENSIONS), cost)
+        for env_id, head, cost in (
+            ("CartPole-v1", _CAT, 3.2),
+            ("Acrobot-v1", _CAT, 4),
+            ("MountainCar-v0", _CAT, 3.2),
+            ("MountainCarContinuous-v0", _GAUSS, 4.5),
+            ("Pendulum-v1", _GAUSS, 3.5),
+        )
+        for dtype in ("", ":float64")
+    },
     "fastppo.kernels.cabi": ((*_SWEEPS, _CAT), 4),
 }
+
+#: What ``pip install`` compiles (``--build``): every task but the float64
+#: fused rollouts. The trainer's policy is float32 unless asked otherwise; a
+#: float64 policy on a compiled env compiles its env's rollout (about 3 s) on
+#: its first rollout, or in ``warmup()``. Leaving them out takes about 9 s off
+#: the install on 2 cores.
+INSTALL = tuple(t for t in TASKS if not t.endswith(":float64"))
 
 
 def _module_of(task: str) -> str:
     return task.split(":", 1)[0]
 
 
-def _kernels_of(task: str) -> list[Any]:
-    """The declared dispatchers ``task`` compiles (its module imported)."""
+def _kernels_of(task: str) -> list[tuple[Any, tuple[Any, ...]]]:
+    """The declared dispatchers ``task`` compiles (its module imported), each
+    with the signatures it compiles: all declared, or for a fused rollout the
+    variant of its policy dtype (``...:float64``, else float32)."""
     from fastppo import _jit
 
-    name, _, env_id = task.partition(":")
+    name, _, rest = task.partition(":")
     mod = importlib.import_module(name)
-    if env_id:
-        return [mod.KERNELS[env_id]]
-    return [d for d in _jit.REGISTRY if d.py_func.__module__ == name]
+    if rest:
+        env_id, _, dtype = rest.partition(":")
+        disp = mod.KERNELS[env_id]
+        return [
+            (disp, tuple(s for s in disp.declared if str(s.args[0].dtype) == (dtype or "float32")))
+        ]
+    return [(d, d.declared) for d in _jit.REGISTRY if d.py_func.__module__ == name]
 
 
 def _run_task(task: str) -> None:
@@ -110,15 +130,17 @@ def _run_task(task: str) -> None:
 
     name = _module_of(task)
     before = set(cache_misses())
-    for disp in _kernels_of(task):
-        _jit.compile_declared(disp)
+    kernels = _kernels_of(task)
+    for disp, sigs in kernels:
+        for sig in sigs:
+            _jit._compile(disp, sig)
     if name == "fastppo.kernels.cabi":
         importlib.import_module(name).compile_all()
     if name.startswith("fastppo.envs."):
         from fastppo.envs._loop import step_entry
 
         step_entry(name)  # the env's step: a C entry, not a declared kernel
-    own = {f"{d.py_func.__module__}.{d.py_func.__qualname__}" for d in _kernels_of(task)}
+    own = {f"{d.py_func.__module__}.{d.py_func.__qualname__}" for d, _ in kernels}
     stray = [m for m in set(cache_misses()) - before if m.split("(", 1)[0] not in own]
     if stray:
         raise RuntimeError(
@@ -182,7 +204,9 @@ def schedule(jobs: int) -> list[list[str]]:
     return [o for o in order if o]
 
 
-def _compile_in_children(jobs: int, verbose: bool, extensions: Path | None = None) -> None:
+def _compile_in_children(
+    jobs: int, verbose: bool, extensions: Path | None = None, tasks: tuple[str, ...] = ()
+) -> None:
     """Compile every task in ``jobs`` worker processes into the on-disk cache.
 
     Each worker (``python -m fastppo._warmup --worker``) compiles the tasks it
@@ -190,13 +214,16 @@ def _compile_in_children(jobs: int, verbose: bool, extensions: Path | None = Non
     task is handed out once every task it depends on has been answered,
     highest :func:`_ranks` first. With ``extensions``, the tasks that need
     the Cython extensions wait until that file exists (the build writes it
-    once they are built).
+    once they are built). ``tasks``: those to run (default: all of TASKS).
     """
     import threading
 
     rank = _ranks()
     done: set[str] = set() if extensions is not None else {EXTENSIONS}
-    todo = set(TASKS)
+    todo = set(tasks or TASKS)
+    missing = {d for t in todo for d in TASKS[t][0]} - todo - {EXTENSIONS}
+    if missing:
+        raise ValueError(f"warmup: the tasks depend on tasks not given: {sorted(missing)}")
     failed: list[str] = []
     cond = threading.Condition()
 
@@ -241,7 +268,7 @@ def _compile_in_children(jobs: int, verbose: bool, extensions: Path | None = Non
                     done.add(task)
                     cond.notify_all()
 
-    threads = [threading.Thread(target=drive) for _ in range(min(jobs, len(TASKS)))]
+    threads = [threading.Thread(target=drive) for _ in range(min(jobs, len(todo)))]
     for t in threads:
         t.start()
     for t in threads:
@@ -305,16 +332,18 @@ def _main(argv: list[str] | None = None) -> int:
         "(setup.py writes it once the Cython extensions are built)",
     )
     ap.add_argument(
-        "--check", action="store_true", help="fail unless every kernel loads from the cache"
+        "--check",
+        action="store_true",
+        help="fail unless every kernel the install compiles (INSTALL) loads from the cache",
     )
     args = ap.parse_args(argv)
     if args.worker:
         return _worker()
     t0 = time.perf_counter()
     if args.build:
-        _compile_in_children(max(1, args.jobs), args.verbose, args.build)
+        _compile_in_children(max(1, args.jobs), args.verbose, args.build, INSTALL)
     elif args.check:
-        warmup(verbose=args.verbose)
+        _compile_modules(INSTALL, args.verbose)
         missed = cache_misses()
         print(f"fastppo: {len(missed)} kernel variants compiled instead of loaded")
         print("\n".join(missed))

@@ -123,9 +123,13 @@ def test_warmup_tasks_cover_every_kernel_module_and_run_after_their_dependencies
     # The workers take tasks as their dependencies finish: a task that calls
     # another task's declared kernels must find them in the cache, or two
     # processes would compile (and write the cache index of) one kernel.
-    from fastppo._warmup import EXTENSIONS, TASKS, schedule
+    from fastppo._warmup import EXTENSIONS, INSTALL, TASKS, schedule
 
     assert {t.split(":")[0] for t in TASKS} == set(_MODULES)
+    # the install leaves out the float64 fused rollouts only, and nothing depends on them
+    left_out = set(TASKS) - set(INSTALL)
+    assert left_out and all(t.endswith(":float64") and "rollout" in t for t in left_out)
+    assert not any(set(TASKS[t][0]) & left_out for t in INSTALL)
     for deps, _ in TASKS.values():
         assert set(deps) <= set(TASKS) | {EXTENSIONS}
     for jobs in (1, 2, 3, 16):
@@ -166,6 +170,15 @@ def test_warmup_build_holds_the_tasks_that_need_the_extensions_until_they_are_bu
     timer.start()
     _warmup._compile_in_children(1, False, built)
     assert time.monotonic() - t0 >= 1.5  # handed out only once the file existed
+
+
+def test_a_fused_rollout_task_compiles_the_variant_of_its_policy_dtype() -> None:
+    from fastppo import _warmup
+
+    for suffix, dtype in (("", "float32"), (":float64", "float64")):
+        [(disp, sigs)] = _warmup._kernels_of(f"fastppo.ppo.rollout:Pendulum-v1{suffix}")
+        assert len(sigs) == 1 and str(sigs[0].args[0].dtype) == dtype
+        assert set(sigs) < set(disp.declared)
 
 
 def _fake_misses(extra: list[str]):
