@@ -184,7 +184,7 @@ def _ranks() -> dict[str, float]:
 def schedule(jobs: int) -> list[list[str]]:
     """The order in which ``jobs`` workers would take the tasks, by their costs:
     each task after every task it depends on has finished (a simulation of
-    :func:`_compile_in_children`, for tests and ``--verbose``)."""
+    :func:`_compile_in_children`, for the tests)."""
     rank = _ranks()
     done_at: dict[str, float] = {EXTENSIONS: 0.0}
     free_at = [0.0] * jobs
