@@ -10,6 +10,9 @@ runs that interpreter's installed fastppo with its own on-disk cache instead
     taskset -c 0 python bench/cold_start.py --src DIR  # another checkout (before/after)
     # an install whose build compiled the kernels (the default):
     taskset -c 0 python bench/cold_start.py --installed VENV/bin/python
+    # time `pip install .` of this checkout's HEAD (a clone, a fresh venv; both
+    # cores, as a user's install), then measure that install as --installed does:
+    python bench/cold_start.py --pip-install
 
 Prints a markdown table (seconds) and, with ``--json PATH``, writes the rows.
 Issue 11's targets: every first call <= 2 s, ``warmup()`` <= 30 s, a first
@@ -140,6 +143,19 @@ def first_train(src: Path, timeout_s: float = 900.0) -> dict[str, float]:
     return {"cold_s": times[0], "warm_s": times[1], "compile_s": times[0] - times[1]}
 
 
+def pip_install(src: Path, work: Path) -> tuple[float, str]:
+    """Seconds for ``python -m venv`` + ``pip install .`` of a clone of ``src``'s HEAD
+    in ``work`` (a clean tree: no build directory or kernel cache of earlier
+    builds), and the new venv's interpreter. Uses pip's wheel cache as it is."""
+    clone = work / "src"
+    subprocess.run(["git", "clone", "-q", str(src), str(clone)], check=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
+    python = str(clone / ".venv" / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "."], cwd=clone, check=True)
+    return time.perf_counter() - t0, python
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1])
@@ -147,9 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-train", action="store_true", help="skip the training row")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--installed", metavar="PYTHON", help="measure this interpreter's install")
+    ap.add_argument(
+        "--pip-install",
+        action="store_true",
+        help="time venv + `pip install .` of a clone of --src's HEAD, then measure that install",
+    )
     a = ap.parse_args(argv)
     global _INSTALLED
     _INSTALLED = a.installed
+    if a.pip_install:
+        work = Path(tempfile.mkdtemp(prefix="fastppo-install-"))
+        seconds, _INSTALLED = pip_install(a.src, work)
+        print(f"venv + pip install . of {a.src} HEAD: {seconds:.1f} s (in {work})\n")
     rows: dict[str, dict[str, float]] = {}
     cache = "the install's cache" if _INSTALLED else "an empty cache"
     print(f"| first call in a fresh process, {cache} | import s | call s |")
