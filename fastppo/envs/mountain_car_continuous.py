@@ -58,6 +58,11 @@ POWER = 0.0015
 _PY, _F64, _F32 = 0, 1, 2
 
 
+# The helpers below are subroutines (typed once, called; LLVM still inlines
+# the calls), not IR-inlined: a step calls them about fifteen times, and
+# re-typing each copy's branches on the kinds made every compiled function
+# that embeds the step (its C entry, each fused rollout) 1-2 s slower to
+# compile, for no measured speed.
 @subroutine
 def _f32_op(a, ka, b, kb):  # pragma: no cover - compiled
     """True when numpy computes ``a op b`` in float32."""
