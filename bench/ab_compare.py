@@ -58,7 +58,7 @@ from fastppo.nn import ActorCritic, Adam
 from fastppo.ppo import PPOConfig, RolloutBatch, ppo_update
 cfg = PPOConfig(batch_size=64, n_epochs=10, ent_coef=0.01, clip_range_vf=0.2)
 pol = ActorCritic((4,), "discrete", nvec=[2], seed=0)
-opt = Adam(pol.n_params, cfg.learning_rate, eps=cfg.adam_eps)
+opt = Adam(pol.n_params, cfg.learning_rate, eps=cfg.adam_eps, dtype=pol.dtype)
 ob = rng.normal(size=(2048, 4)); act = rng.integers(0, 2, 2048)
 lp0, _, v0 = pol.evaluate(ob, act)
 batch = RolloutBatch(obs=ob, actions=act, logp=lp0, advantages=rng.normal(size=2048),

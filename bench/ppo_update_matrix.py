@@ -104,7 +104,7 @@ def update_row(kind: str, obs_dim: int, na: int, hidden: int, n: int, mb: int, r
     p = _policy(kind, obs_dim, na, hidden)
     batch = random_batch(p, n, rng)
     cfg = PPOConfig(batch_size=mb, n_epochs=10, ent_coef=0.01, clip_range_vf=0.2)
-    opt = Adam(p.n_params, cfg.learning_rate, eps=cfg.adam_eps)
+    opt = Adam(p.n_params, cfg.learning_rate, eps=cfg.adam_eps, dtype=p.dtype)
     model = TorchActorCritic(p, torch.float32)
     opt_t = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
     tt = tensors(batch)

@@ -88,7 +88,8 @@ def test_full_update_matches_torch_float64():
             self.k += 1
             return out
 
-    ppo_update(p, Adam(p.n_params, cfg.learning_rate, eps=cfg.adam_eps), batch, cfg, FixedPerm())
+    opt = Adam(p.n_params, cfg.learning_rate, eps=cfg.adam_eps, dtype=p.dtype)
+    ppo_update(p, opt, batch, cfg, FixedPerm())
     theirs = np.concatenate(
         [
             np.concatenate([m.weight.detach().numpy().T.ravel(), m.bias.detach().numpy()])
@@ -104,7 +105,7 @@ def test_update_speed_vs_torch(benchmark):
     """One full PPO update (2048 x 10 epochs, minibatch 64): fastppo vs PyTorch, both float32."""
     torch.set_num_threads(1)
     p, batch = _setup(dtype="float32")
-    opt = Adam(p.n_params, CFG.learning_rate, eps=CFG.adam_eps)
+    opt = Adam(p.n_params, CFG.learning_rate, eps=CFG.adam_eps, dtype=p.dtype)
     rng = np.random.default_rng(0)
     model = TorchActorCritic(p, torch.float32)
     opt_t = torch.optim.Adam(model.parameters(), lr=CFG.learning_rate, eps=CFG.adam_eps)

@@ -241,13 +241,16 @@ def member(
     dtype: Any,
     shape: tuple[int, ...] | None = None,
 ) -> np.ndarray:
-    """``arrays[name]``, which must exist with ``dtype`` (and ``shape`` when given)."""
+    """``arrays[name]``, which must exist with ``dtype`` (one of them, given a tuple)
+    and ``shape`` when given."""
     label = f"{path} array {name!r}"
     if name not in arrays:
         bad(fn, label, "present", f"an archive holding only {sorted(arrays)}")
     a = arrays[name]
-    if a.dtype != np.dtype(dtype):
-        bad(fn, label, f"dtype {np.dtype(dtype)}", f"dtype {a.dtype}")
+    allowed = [np.dtype(d) for d in (dtype if isinstance(dtype, tuple) else (dtype,))]
+    if a.dtype not in allowed:
+        want = " or ".join(str(d) for d in allowed)
+        bad(fn, label, f"dtype {want}", f"dtype {a.dtype}")
     if shape is not None and a.shape != tuple(shape):
         bad(fn, label, f"shape {tuple(shape)}", f"shape {a.shape}")
     return np.ascontiguousarray(a)

@@ -274,6 +274,11 @@ NPZ_CASES: dict[str, tuple[Callable[[Path], bytes], str]] = {
         lambda d: _members_with(d, "policy/params", _arrays(d)["policy/params"].astype("f8")),
         "must be dtype float32",
     ),
+    # Adam's moments: the parameters' dtype, or float64 (files before 2026-12-05)
+    "adam-float16": (
+        lambda d: _members_with(d, "adam/m", _arrays(d)["adam/m"].astype("f2")),
+        "must be dtype float32 or float64",
+    ),
     "params-short": (
         lambda d: _members_with(d, "policy/params", _arrays(d)["policy/params"][:-1]),
         "params must be shape",
@@ -421,6 +426,23 @@ def test_malformed_learner_checkpoint_is_one_value_error(tmp_path, case):
 
 
 # --------------------------------------------------- the previous release's files
+def test_float64_moments_of_earlier_float32_runs_load_cast(tmp_path, saved):
+    """Before 2026-12-05 a float32 run saved float64 Adam moments: they load, cast."""
+    d = _copy(saved, tmp_path)
+    arrays = _arrays(d)
+    assert arrays["adam/m"].dtype == np.float32  # what the trainer writes now
+    wide = {k: v.astype(np.float64) if k.startswith("adam/") else v for k, v in arrays.items()}
+    _rewrite(d, npz=npz_bytes(wide))
+    tr = PPOTrainer.load(str(d))
+    try:
+        assert tr.optimizer.dtype == np.float32 and tr.optimizer.m.dtype == np.float32
+        assert np.array_equal(tr.optimizer.m, arrays["adam/m"])
+        assert np.array_equal(tr.optimizer.v, arrays["adam/v"])
+        tr.learn(64)  # and it trains on
+    finally:
+        tr.close()
+
+
 @pytest.mark.parametrize("name", ["ppo_cartpole", "ppo_pendulum"])
 def test_previous_release_trainer_checkpoints_load_and_evaluate(name):
     tr = PPOTrainer.load(str(DATA / name))

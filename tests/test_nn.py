@@ -362,7 +362,7 @@ def test_adam_matches_hand_computation():
     n = 5
     p = rng.normal(size=n)
     p0 = p.copy()
-    opt = Adam(n, lr=0.1, betas=(0.8, 0.9), eps=1e-3)
+    opt = Adam(n, lr=0.1, betas=(0.8, 0.9), eps=1e-3, dtype="float64")
     grads = [rng.normal(size=n) for _ in range(3)]
     for g in grads:
         opt.step(p, g)
@@ -381,13 +381,13 @@ def test_adam_matches_hand_computation():
 
 def test_adam_first_step_is_lr_times_sign():
     p = np.zeros(3)
-    Adam(3, lr=0.01, eps=1e-12).step(p, np.array([2.0, -0.5, 1e-3]))
+    Adam(3, lr=0.01, eps=1e-12, dtype="float64").step(p, np.array([2.0, -0.5, 1e-3]))
     np.testing.assert_allclose(p, [-0.01, 0.01, -0.01], rtol=1e-6)
 
 
 def test_global_norm_clipping_and_skipped_step():
     p = np.zeros(2)
-    opt = Adam(2, lr=1.0, eps=1e-12)
+    opt = Adam(2, lr=1.0, eps=1e-12, dtype="float64")
     norm = opt.step(p, np.array([3.0, 4.0]), max_grad_norm=1.0)
     assert norm == pytest.approx(5.0)
     np.testing.assert_allclose(opt.m, 0.1 * np.array([3.0, 4.0]) / (5.0 + 1e-6), rtol=1e-12)
@@ -400,10 +400,10 @@ def test_global_norm_clipping_and_skipped_step():
 
 def test_adam_state_dict_round_trip():
     rng = np.random.default_rng(9)
-    a = Adam(4, lr=0.01)
+    a = Adam(4, lr=0.01, dtype="float64")
     p = rng.normal(size=4)
     a.step(p, rng.normal(size=4))
-    b = Adam(4, lr=0.5)
+    b = Adam(4, lr=0.5, dtype="float64")
     b.load_state_dict(a.state_dict())
     g = rng.normal(size=4)
     pa, pb = p.copy(), p.copy()
@@ -420,6 +420,7 @@ def test_adam_state_dict_round_trip():
         ({"n_params": 3, "betas": (1.0, 0.9)}, ValueError, r"Adam: betas\[0\] must be in"),
         ({"n_params": 3, "eps": 0.0}, ValueError, "Adam: eps must be"),
         ({"n_params": 2.5}, TypeError, "Adam: n_params must be an int"),
+        ({"n_params": 3, "dtype": "float16"}, ValueError, "Adam: dtype must be one of"),
     ],
 )
 def test_adam_errors(kwargs, exc, match):
@@ -428,15 +429,24 @@ def test_adam_errors(kwargs, exc, match):
 
 
 def test_adam_step_errors():
-    opt = Adam(3)
+    opt = Adam(3, dtype="float64")
     with pytest.raises(
         ValueError, match=r"Adam.step: params must be shape \(3,\), got shape \(4,\)"
     ):
         opt.step(np.zeros(4), np.zeros(4))
     with pytest.raises(TypeError, match=r"Adam\.step: grad must be a float32 or float64 ndarray"):
         opt.step(np.zeros(3), np.zeros(3, np.int64))
-    with pytest.raises(TypeError, match=r"Adam\.step: grad must be dtype float64 \(that of params"):
+    with pytest.raises(
+        TypeError, match=r"Adam\.step: grad must be dtype float64 \(the optimizer's;"
+    ):
         opt.step(np.zeros(3), np.zeros(3, np.float32))
+    # float32 moments step float32 parameters only (no silent widening or rounding)
+    with pytest.raises(
+        TypeError,
+        match=r"Adam\.step: params must be dtype float32 \(the optimizer's; "
+        r"Adam\(\.\.\., dtype='float64'\) steps float64 parameters\), got dtype float64",
+    ):
+        Adam(3).step(np.zeros(3), np.zeros(3))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -444,7 +454,7 @@ def test_adam_step_in_either_precision_matches_numpy(dtype):
     rng = np.random.default_rng(0)
     p0 = rng.normal(size=50)
     p, g = p0.astype(dtype), rng.normal(size=50).astype(dtype)
-    opt = Adam(50, lr=0.01)
+    opt = Adam(50, lr=0.01, dtype=dtype)
     norm = opt.step(p, g, max_grad_norm=0.5)
     g64 = g.astype(np.float64)
     assert norm == pytest.approx(np.linalg.norm(g64), rel=1e-12)
@@ -453,7 +463,7 @@ def test_adam_step_in_either_precision_matches_numpy(dtype):
     want = p0.astype(dtype).astype(np.float64) - 0.01 / 0.1 * m / (
         np.sqrt(v) / np.sqrt(0.001) + 1e-5
     )
-    assert p.dtype == dtype and opt.m.dtype == np.float64
+    assert p.dtype == dtype and opt.m.dtype == dtype and opt.v.dtype == dtype
     np.testing.assert_allclose(p, want, rtol=1e-6 if dtype == np.float32 else 1e-12)
 
 

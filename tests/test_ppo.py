@@ -193,6 +193,13 @@ def test_update_errors():
         ppo_update(p, Adam(p.n_params), bad, cfg, rng)
     with pytest.raises(ValueError, match=r"ppo_update: lr must be a positive finite float"):
         ppo_update(p, Adam(p.n_params), b, cfg, rng, lr=-1.0)
+    with pytest.raises(
+        TypeError,
+        match=r"ppo_update: optimizer must be dtype float32 \(the policy's: "
+        r"Adam\(\.\.\., dtype=policy.dtype\)\), got dtype float64",
+    ):
+        ppo_update(p, Adam(p.n_params, dtype="float64"), b, cfg, rng)
+    assert np.array_equal(p.params, _policy().params)  # nothing was stepped
 
 
 # ---------------------------------------------------------------- rollouts

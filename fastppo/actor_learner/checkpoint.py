@@ -45,6 +45,7 @@ from fastppo._files import (
     write_checkpoint,
 )
 from fastppo.actor_learner.learner import Learner
+from fastppo.nn.optim import moment_dtypes
 from fastppo.nn.policy import spec_dtype
 
 FORMAT = "fastppo-actor-learner-checkpoint"
@@ -94,11 +95,11 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         return _load_legacy(path)
     meta, arrays = read_checkpoint(_FN, path, FORMAT, VERSION)
     npz_path = os.path.join(path, CHECKPOINT_NPZ)
+    dt = spec_dtype(section(_FN, path, meta, "policy"))
     out = {
-        new: member(_FN, npz_path, arrays, old, np.float64)
+        new: member(_FN, npz_path, arrays, old, moment_dtypes(dt))
         for new, old in (("adam_m", "adam/m"), ("adam_v", "adam/v"))
     }
-    dt = spec_dtype(section(_FN, path, meta, "policy"))
     out["params"] = member(_FN, npz_path, arrays, "policy/params", dt)
     flat = dict(section(_FN, path, meta, "learner"), format_version=VERSION)
     flat["adam"] = section(_FN, path, meta, "adam")

@@ -256,7 +256,10 @@ class Learner:
         self.batch_fn = batch_fn or _make_batch
         n_params = int(np.asarray(policy.params).size)
         self.optimizer = Adam(
-            n_params, lr=float(ppo_config.learning_rate), eps=float(ppo_config.adam_eps)
+            n_params,
+            lr=float(ppo_config.learning_rate),
+            eps=float(ppo_config.adam_eps),
+            dtype=np.asarray(policy.params).dtype,
         )
         # the learner's minibatch shuffling has its own stream, apart from the actors'
         self.rng = np.random.default_rng(np.random.SeedSequence([config.seed, 1 << 30]))

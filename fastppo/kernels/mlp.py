@@ -18,9 +18,9 @@ reductions (NaN/inf semantics are kept, so a NaN in the inputs still shows up
 as a non-finite gradient norm and the step is skipped).
 
 Every kernel has a float32 and a float64 variant (``F``): parameters,
-activations and gradients in ``F`` (float32 by default: twice the GEMM rate,
-and tanh32 vectorises eight lanes wide), while per-row scalars (log-probs,
-advantages, returns, losses) and the Adam moments are float64. The float64
+activations, gradients and the Adam moments in ``F`` (float32 by default: twice
+the GEMM rate, and tanh32 vectorises eight lanes wide), while per-row scalars
+(log-probs, advantages, returns, losses) are float64. The float64
 variant lets the tests check every gradient against central finite
 differences to ~1e-7.
 
@@ -101,6 +101,7 @@ N_HYPER = 13
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _NO_MASK = np.zeros(1, np.uint8)  # lse_entropy's mask argument: every action allowed
+_ALL_VALID = np.zeros(0, np.bool_)  # head_rows' valid argument: every row valid
 # Its has_mask flag: a numpy bool types as plain ``boolean`` where the literal
 # ``False`` would type as ``Literal[bool](False)``, one more compiled variant of
 # the lse_entropy subroutine per float dtype than the samplers' calls need
@@ -124,10 +125,15 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
     n_layers = layout.shape[0]
     n_in0 = layout[0, 0]
     zero = h.dtype.type(0)
+    # Every view is made once per layer, outside the row loops: a slice costs
+    # an atomic reference-count increment and decrement, which per row made
+    # up a quarter of a 64-row minibatch. Indices are range variables from 0,
+    # so Numba's negative-index wraparound folds away and the loops vectorise.
+    x0 = h[: nb * n_in0].reshape((nb, n_in0))
     for b in range(nb):
         r = idx[i0 + b]
         for i in range(n_in0):
-            h[b * n_in0 + i] = x[r, i]
+            x0[b, i] = x[r, i]
     off_in = 0
     off = nb * n_in0
     for l in range(n_layers):
@@ -138,23 +144,22 @@ def stack_forward(params, layout, act, x, idx, i0, nb, h):  # pragma: no cover -
         hin = h[off_in : off_in + nb * n_in].reshape((nb, n_in))
         hout = h[off : off + nb * n_out].reshape((nb, n_out))
         np.dot(hin, params[w : w + n_in * n_out].reshape((n_in, n_out)), hout)
-        for b in range(nb):
-            # Row slices indexed from a range start at 0, so Numba emits no
-            # negative-index wraparound and LLVM vectorises the inner loops.
-            hrow = h[off + b * n_out : off + (b + 1) * n_out]
-            if l < n_layers - 1 and act == ACT_TANH:
+        if l < n_layers - 1 and act == ACT_TANH:
+            for b in range(nb):
                 if h.itemsize == 4:  # a constant: the other branch is not emitted
                     for j in range(n_out):
-                        hrow[j] = tanh32(hrow[j] + bias[j])
+                        hout[b, j] = tanh32(hout[b, j] + bias[j])
                 else:
                     for j in range(n_out):
-                        hrow[j] = tanh64(hrow[j] + bias[j])
-            elif l < n_layers - 1:
+                        hout[b, j] = tanh64(hout[b, j] + bias[j])
+        elif l < n_layers - 1:
+            for b in range(nb):
                 for j in range(n_out):
-                    hrow[j] = max(hrow[j] + bias[j], zero)
-            else:
+                    hout[b, j] = max(hout[b, j] + bias[j], zero)
+        else:
+            for b in range(nb):
                 for j in range(n_out):
-                    hrow[j] += bias[j]
+                    hout[b, j] += bias[j]
         off_in = off
         off += nb * n_out
     return off_in
@@ -191,31 +196,30 @@ def stack_backward(params, layout, act, nb, h, dz, dprev, grad):  # pragma: no c
         for j in range(n_out):
             gbias[j] = 0.0
         for b in range(nb):
-            drow = cur[b * n_out : (b + 1) * n_out]
             for j in range(n_out):
-                gbias[j] += drow[j]
+                gbias[j] += d2[b, j]
         if l > 0:
             # d in = dz W^T, then the activation's derivative from its output.
-            np.dot(d2, params[w : w + n_in * n_out].reshape((n_in, n_out)).T,
-                   prv[: nb * n_in].reshape((nb, n_in)))  # fmt: skip
-            for b in range(nb):
-                hrow = h[off_in + b * n_in : off_in + (b + 1) * n_in]
-                prow = prv[b * n_in : (b + 1) * n_in]
-                if act == ACT_TANH:
+            p2 = prv[: nb * n_in].reshape((nb, n_in))
+            np.dot(d2, params[w : w + n_in * n_out].reshape((n_in, n_out)).T, p2)
+            if act == ACT_TANH:
+                for b in range(nb):
                     for i in range(n_in):
-                        prow[i] *= one - hrow[i] * hrow[i]
-                else:
+                        p2[b, i] *= one - hin[b, i] * hin[b, i]
+            else:
+                for b in range(nb):
                     for i in range(n_in):
-                        if hrow[i] <= 0.0:
-                            prow[i] = 0.0
+                        if hin[b, i] <= 0.0:
+                            p2[b, i] = 0.0
             cur, prv = prv, cur
 
 
 @kernel(
-    "Tup(f8, f8)(F_1, F_1, i8, i8, i8_1, i8, f8, f8, i8_2, F_2, i8, f8, f8, F_1w, i8, b1, F_1w)",
+    "void(F_1, F_1, i8, i8, i8_1, i8, f8, f8, i8_2, F_2, i8_1, i8, i8, b1_1, f8, b1, f8_1,"
+    " F_1w, F_1w, f8_1w, f8_1w)",
     fastmath=FASTMATH_SAFE,
 )
-def head_row(
+def head_rows(
     params,
     out,
     o,
@@ -226,18 +230,30 @@ def head_row(
     ls_hi,
     act_i,
     act_f,
-    r,
-    g_logp,
+    idx,
+    i0,
+    nb,
+    valid,
     g_ent,
-    dz,
-    dz_off,
     want_grad,
+    g_logp,
+    dz,
     grad,
+    logp,
+    ent,
 ):  # pragma: no cover - compiled
-    """Log-prob and entropy of row ``r``'s stored action under the head output ``out[o:]``.
+    """Log-probs and entropies of the stored actions of rows ``idx[i0 : i0 + nb]``.
 
-    With ``want_grad``, writes ``g_logp * dlogp/dout + g_ent * dH/dout`` to
-    ``dz[dz_off : dz_off + n_out]`` and adds the log_std part to ``grad``.
+    Row ``b``'s head output is ``out[o + b * n_out :][:n_out]``; ``logp[b]`` and
+    ``ent[b]`` receive its results (0 for a row whose ``valid`` is False; an empty
+    ``valid`` marks every row valid). With
+    ``want_grad``, ``dz``'s row ``b`` receives ``g_logp[b] * dlogp/dout + g_ent * dH/dout``
+    (zeros for an invalid row) and the log_std part is added to ``grad``.
+
+    One call handles every row of a minibatch: a call per row passed each
+    array across a function boundary, and Numba's reference counting of the
+    arguments (two atomic operations per array per call) cost more than the
+    head's arithmetic.
 
     Categorical (per component ``c`` with logits ``z``, through
     ``kernels.softmax.lse_entropy``): ``logp = z_a - lse(z)``,
@@ -249,49 +265,67 @@ def head_row(
     Its entropy is reported as the pre-squash Gaussian entropy (the squashed
     one has no closed form), as in common PPO implementations.
     """
-    logp = 0.0
-    ent = 0.0
     if head == HEAD_CATEGORICAL:
-        base = 0
+        n_out = 0
         for c in range(nvec.shape[0]):
-            n = nvec[c]
-            z = out[o + base : o + base + n]
-            m, ls, hc = lse_entropy(z, _NO_MASK, _MASKED)
-            a = act_i[r, c]
-            logp += (z[a] - m) - ls
-            ent += hc
-            if want_grad:
-                for i in range(n):
-                    lp = (z[i] - m) - ls
-                    p = math.exp(lp)
-                    g = -g_logp * p - g_ent * p * (lp + hc)
-                    if i == a:
-                        g += g_logp
-                    dz[dz_off + base + i] = g
-            base += n
+            n_out += nvec[c]
     else:
-        n_act = act_f.shape[1]
-        for d in range(n_act):
-            raw = params[ls_off + d]
-            s = min(max(raw, ls_lo), ls_hi)
-            sigma = math.exp(s)
-            a = np.float64(act_f[r, d])
-            u, ld = unsquash(a) if head == HEAD_SQUASHED else (a, 0.0)
-            z = (u - out[o + d]) / sigma
-            logp += -0.5 * z * z - s - _HALF_LOG_2PI
-            if head == HEAD_SQUASHED:
-                logp -= ld
-            ent += s + 0.5 + _HALF_LOG_2PI
+        n_out = act_f.shape[1]
+    for b in range(nb):
+        r = idx[i0 + b]
+        ob = o + b * n_out
+        db = b * n_out
+        if valid.shape[0] > 0 and not valid[r]:
+            logp[b] = 0.0
+            ent[b] = 0.0
             if want_grad:
-                dz[dz_off + d] = g_logp * z / sigma
-                if ls_lo <= raw <= ls_hi:
-                    grad[ls_off + d] += g_logp * (z * z - 1.0) + g_ent
-    return logp, ent
+                for j in range(n_out):
+                    dz[db + j] = 0.0
+            continue
+        gl = g_logp[b] if want_grad else 0.0
+        lp_sum = 0.0
+        ent_sum = 0.0
+        if head == HEAD_CATEGORICAL:
+            base = 0
+            for c in range(nvec.shape[0]):
+                n = nvec[c]
+                z = out[ob + base : ob + base + n]
+                m, ls, hc = lse_entropy(z, _NO_MASK, _MASKED)
+                a = act_i[r, c]
+                lp_sum += (z[a] - m) - ls
+                ent_sum += hc
+                if want_grad:
+                    for i in range(n):
+                        lp = (z[i] - m) - ls
+                        p = math.exp(lp)
+                        g = -gl * p - g_ent * p * (lp + hc)
+                        if i == a:
+                            g += gl
+                        dz[db + base + i] = g
+                base += n
+        else:
+            for d in range(n_out):
+                raw = params[ls_off + d]
+                s = min(max(raw, ls_lo), ls_hi)
+                sigma = math.exp(s)
+                a = np.float64(act_f[r, d])
+                u, ld = unsquash(a) if head == HEAD_SQUASHED else (a, 0.0)
+                z = (u - out[ob + d]) / sigma
+                lp_sum += -0.5 * z * z - s - _HALF_LOG_2PI
+                if head == HEAD_SQUASHED:
+                    lp_sum -= ld
+                ent_sum += s + 0.5 + _HALF_LOG_2PI
+                if want_grad:
+                    dz[db + d] = gl * z / sigma
+                    if ls_lo <= raw <= ls_hi:
+                        grad[ls_off + d] += gl * (z * z - 1.0) + g_ent
+        logp[b] = lp_sum
+        ent[b] = ent_sum
 
 
 @kernel(
     "i8(F_1, i8_2, i8_2, i8, i8, i8_1, i8, F_2, i8_2, F_2, f8_1, f8_1, f8_1, f8_1, b1_1, i8_1,"
-    " i8, i8, f8_1, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w)",
+    " i8, i8, f8_1, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w, f8_1w)",
     fastmath=FASTMATH_SAFE,
 )
 def minibatch_loss_grad(
@@ -319,6 +353,7 @@ def minibatch_loss_grad(
     dz,
     dprev,
     grad,
+    rows,
     stats,
 ):  # pragma: no cover - compiled
     """PPO loss of rows ``idx[i0 : i0 + nb]`` and its exact gradient (overwrites ``grad``).
@@ -332,7 +367,9 @@ def minibatch_loss_grad(
     all zero when the mean or variance is not finite. Gradients at ties of the max
     are split as in torch, which gives the same values as the branch rule used here.
 
-    Writes ``stats[ST_*]``; returns the number of valid rows.
+    ``rows`` is float64 scratch of at least ``3 * nb`` (per-row log-probs,
+    entropies and log-prob gradients). Writes ``stats[ST_*]``; returns the number
+    of valid rows.
     """
     n_params = params.shape[0]
     for k in range(n_params):
@@ -407,30 +444,30 @@ def minibatch_loss_grad(
     stack_backward(params, c_layout, act, nb, hc, dz, dprev, grad)
 
     ao = stack_forward(params, a_layout, act, obs, idx, i0, nb, ha)
-    n_out = a_layout[a_layout.shape[0] - 1, 1]
+    logp = rows[:nb]
+    ent = rows[nb : 2 * nb]
+    g_logp = rows[2 * nb : 3 * nb]
+    g_ent = -ent_coef * inv_n
+    # First pass: log-probs only, to get the ratios that scale the gradient.
+    head_rows(
+        params, ha, ao, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, idx, i0, nb, valid,
+        0.0, False, g_logp, dz, grad, logp, ent,
+    )  # fmt: skip
     pg_loss = 0.0
     ent_sum = 0.0
     kl = 0.0
     old_kl = 0.0
     clipped = 0.0
-    g_ent = -ent_coef * inv_n
     for b in range(nb):
         r = idx[i0 + b]
-        o = ao + b * n_out
+        g_logp[b] = 0.0
         if not valid[r]:
-            for j in range(n_out):
-                dz[b * n_out + j] = 0.0
             continue
         if a_zero:
             a = 0.0
         else:
             a = (adv[r] - a_mean) * a_scale
-        # First pass: log-prob only, to get the ratio that scales the gradient.
-        logp, ent = head_row(
-            params, ha, o, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, r, 0.0, 0.0,
-            dz, 0, False, grad,
-        )  # fmt: skip
-        lr = logp - old_logp[r]
+        lr = logp[b] - old_logp[r]
         lrc = min(max(lr, -_LOGRATIO_MAX), _LOGRATIO_MAX)
         ratio = math.exp(lrc)
         pg1 = -a * ratio
@@ -444,19 +481,17 @@ def minibatch_loss_grad(
             pg_loss += pg2
             d_ratio = 0.0
         if -_LOGRATIO_MAX < lr < _LOGRATIO_MAX:
-            g_logp = d_ratio * ratio * inv_n
-        else:
-            g_logp = 0.0
-        ent_sum += ent
+            g_logp[b] = d_ratio * ratio * inv_n
+        ent_sum += ent[b]
         kl += (ratio - 1.0) - lrc
         old_kl -= lrc
         if abs(ratio - 1.0) > clip:
             clipped += 1.0
-        # dz rows for this b: head_row writes the head gradient into dz[b*n_out:].
-        head_row(
-            params, ha, o, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, r, g_logp, g_ent,
-            dz, b * n_out, True, grad,
-        )  # fmt: skip
+    # Second pass: the head gradient of every row into dz (zero rows where invalid).
+    head_rows(
+        params, ha, ao, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, idx, i0, nb, valid,
+        g_ent, True, g_logp, dz, grad, logp, ent,
+    )  # fmt: skip
     stack_backward(params, a_layout, act, nb, ha, dz, dprev, grad)
 
     stats[ST_PG] = pg_loss * inv_n
@@ -470,15 +505,19 @@ def minibatch_loss_grad(
     return n
 
 
-@kernel("f8(F_1w, F_1, f8_1w, f8_1w, i8_1w, f8, f8, f8, f8, f8)", fastmath=FASTMATH_SAFE)
+@kernel("f8(F_1w, F_1, F_1w, F_1w, i8_1w, f8, f8, f8, f8, f8)", fastmath=FASTMATH_SAFE)
 def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # pragma: no cover
     """Global-norm clipping then one Adam step, in place; returns the pre-clip norm.
 
     ``g <- g * min(1, max_norm / (||g|| + 1e-6))`` (torch ``clip_grad_norm_``), then
     ``m <- b1 m + (1 - b1) g``, ``v <- b2 v + (1 - b2) g^2``,
     ``p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`` (torch's form of
-    Kingma & Ba's bias correction). A non-finite norm leaves params, moments and
-    ``t[0]`` untouched: one poisoned minibatch must not destroy the weights.
+    Kingma & Ba's bias correction). The norm is summed in float64; the moments
+    and the step are in the parameters' dtype, as torch's Adam keeps them
+    (float64 moments made the square root and the division of every
+    parameter four times dearer: a fifth of a 64-row PPO minibatch). A
+    non-finite norm leaves params, moments and ``t[0]`` untouched: one
+    poisoned minibatch must not destroy the weights.
     """
     s = 0.0
     for i in range(grad.shape[0]):
@@ -494,22 +533,28 @@ def clip_adam_step(params, grad, m, v, t, lr, beta1, beta2, eps, max_norm):  # p
             coef = c
     step = t[0] + 1
     t[0] = step
-    bc1 = 1.0 - beta1**step
-    bc2 = math.sqrt(1.0 - beta2**step)
-    step_size = lr / bc1
+    f = params.dtype.type
+    b1 = f(beta1)
+    b2 = f(beta2)
+    c1 = f(1.0 - beta1)
+    c2 = f(1.0 - beta2)
+    inv_bc2 = f(1.0 / math.sqrt(1.0 - beta2**step))
+    step_size = f(lr / (1.0 - beta1**step))
+    eps_ = f(eps)
+    coef_ = f(coef)
     for i in range(params.shape[0]):
-        g = grad[i] * coef
-        mi = beta1 * m[i] + (1.0 - beta1) * g
-        vi = beta2 * v[i] + (1.0 - beta2) * g * g
+        g = grad[i] * coef_
+        mi = b1 * m[i] + c1 * g
+        vi = b2 * v[i] + c2 * g * g
         m[i] = mi
         v[i] = vi
-        params[i] -= step_size * mi / (math.sqrt(vi) / bc2 + eps)
+        params[i] -= step_size * mi / (np.sqrt(vi) * inv_bc2 + eps_)
     return norm
 
 
 @kernel(
     "void(F_1w, i8_2, i8_2, i8, i8, i8_1, i8, F_2, i8_2, F_2, f8_1, f8_1, f8_1, f8_1, b1_1,"
-    " i8_2, i8, f8_1, f8_1w, f8_1w, i8_1w, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w, f8_1w)"
+    " i8_2, i8, f8_1, F_1w, F_1w, i8_1w, F_1w, F_1w, F_1w, F_1w, F_1w, f8_1w, f8_1w, f8_1w)"
 )
 def ppo_update_kernel(
     params,
@@ -538,6 +583,7 @@ def ppo_update_kernel(
     dz,
     dprev,
     grad,
+    rows,
     mb_stats,
     out,
 ):  # pragma: no cover - compiled
@@ -559,7 +605,7 @@ def ppo_update_kernel(
             n = minibatch_loss_grad(
                 params, a_layout, c_layout, act, head, nvec, ls_off, obs, act_i, act_f,
                 old_logp, adv, ret, old_val, valid, perm[e], start, nb, hyp, ha, hc, dz,
-                dprev, grad, mb_stats,
+                dprev, grad, rows, mb_stats,
             )  # fmt: skip
             if n == 0:
                 continue
@@ -633,14 +679,10 @@ def policy_evaluate(
 ):  # pragma: no cover - compiled  # fmt: skip
     """Log-probs, entropies and values of stored actions (no gradient)."""
     ao = stack_forward(params, a_layout, act, obs, idx, 0, nb, ha)
-    n_out = a_layout[a_layout.shape[0] - 1, 1]
-    for b in range(nb):
-        logp, ent = head_row(
-            params, ha, ao + b * n_out, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f,
-            idx[b], 0.0, 0.0, dz, 0, False, dz,
-        )  # fmt: skip
-        out_logp[b] = logp
-        out_ent[b] = ent
+    head_rows(
+        params, ha, ao, head, nvec, ls_off, ls_lo, ls_hi, act_i, act_f, idx, 0, nb, _ALL_VALID,
+        0.0, False, out_logp, dz, dz, out_logp, out_ent,
+    )  # fmt: skip
     vo = stack_forward(params, c_layout, act, obs, idx, 0, nb, hc)
     for b in range(nb):
         out_value[b] = hc[vo + b]

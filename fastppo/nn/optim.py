@@ -8,6 +8,14 @@ import numpy as np
 
 from fastppo._checks import check_positive, check_range, fail
 from fastppo.kernels.mlp import clip_adam_step
+from fastppo.nn.layout import check_dtype
+
+
+def moment_dtypes(dtype: np.dtype) -> tuple[np.dtype, ...]:
+    """The dtypes a checkpoint may hold Adam's moments in, for parameters of ``dtype``:
+    that dtype, or float64 (files written before the moments followed the parameters'
+    dtype, on 2026-12-05); :meth:`Adam.load_state_dict` casts them."""
+    return (np.dtype(dtype), np.dtype(np.float64))
 
 
 class Adam:
@@ -15,8 +23,9 @@ class Adam:
 
     ``m <- b1 m + (1 - b1) g``; ``v <- b2 v + (1 - b2) g^2``;
     ``p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``,
-    the same arithmetic as ``torch.optim.Adam``. The moments are float64 and
-    contiguous, so the PPO update kernel can step them in place.
+    the same arithmetic as ``torch.optim.Adam``. The moments are contiguous
+    vectors of the parameters' dtype (as torch keeps them), so the PPO update
+    kernel steps them in place; the gradient norm is summed in float64.
 
     Parameters
     ----------
@@ -28,6 +37,9 @@ class Adam:
         ``(beta1, beta2)`` in [0, 1).
     eps : float
         Denominator constant; 1e-5 as in CleanRL's PPO (torch's default is 1e-8).
+    dtype : {"float32", "float64"}
+        dtype of the moments, which must be that of the parameters it steps
+        (``ActorCritic.dtype``; float32 is the trainer's default).
 
     References
     ----------
@@ -40,6 +52,7 @@ class Adam:
         lr: float = 3e-4,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-5,
+        dtype: str | np.dtype = "float32",
     ) -> None:
         if isinstance(n_params, bool) or not isinstance(n_params, (int, np.integer)):
             fail("Adam", "n_params", "an int", repr(n_params), exc=TypeError)
@@ -52,8 +65,9 @@ class Adam:
         b2 = check_range("Adam", "betas[1]", betas[1], 0.0, 1.0, hi_open=True)
         self.betas = (b1, b2)
         self.eps = check_positive("Adam", "eps", eps)
-        self.m = np.zeros(int(n_params), dtype=np.float64)
-        self.v = np.zeros(int(n_params), dtype=np.float64)
+        self.dtype = np.dtype(check_dtype("Adam", dtype))
+        self.m = np.zeros(int(n_params), dtype=self.dtype)
+        self.v = np.zeros(int(n_params), dtype=self.dtype)
         # A 1-element array so kernels can advance the step count in place.
         self.t = np.zeros(1, dtype=np.int64)
 
@@ -78,7 +92,8 @@ class Adam:
         Parameters
         ----------
         params : numpy.ndarray
-            float32 or float64 ``[n_params]``, C-contiguous, writeable; updated in place.
+            ``[n_params]`` of the optimizer's dtype, C-contiguous, writeable; updated
+            in place.
         grad : numpy.ndarray
             ``[n_params]`` of the same dtype; not modified.
         lr : float, optional
@@ -98,14 +113,15 @@ class Adam:
                 fail(fn, name, "a float32 or float64 ndarray", _desc(a), exc=TypeError)
             if a.shape != self.m.shape:
                 fail(fn, name, f"shape {self.m.shape}", f"shape {a.shape}")
-        if grad.dtype != params.dtype:
-            fail(
-                fn,
-                "grad",
-                f"dtype {params.dtype} (that of params)",
-                f"dtype {grad.dtype}",
-                exc=TypeError,
-            )
+            if a.dtype != self.dtype:
+                fail(
+                    fn,
+                    name,
+                    f"dtype {self.dtype} (the optimizer's; Adam(..., dtype='{a.dtype}') "
+                    f"steps {a.dtype} parameters)",
+                    f"dtype {a.dtype}",
+                    exc=TypeError,
+                )
         if not params.flags.c_contiguous or not params.flags.writeable:
             fail(fn, "params", "C-contiguous and writeable", "an array that is not")
         lr_ = self.lr if lr is None else check_positive(fn, "lr", lr)
@@ -133,7 +149,8 @@ class Adam:
             if key not in state:
                 fail(fn, "state", f"a dict with key {key!r}", sorted(state))
         for key in ("m", "v"):
-            a = np.asarray(state[key], dtype=np.float64)
+            # moments saved in another precision (float64 before 2026-12-05) are cast
+            a = np.asarray(state[key], dtype=self.dtype)
             if a.shape != self.m.shape:
                 fail(fn, f"state[{key!r}]", f"shape {self.m.shape}", f"shape {a.shape}")
             getattr(self, key)[...] = a

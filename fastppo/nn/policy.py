@@ -391,6 +391,8 @@ class ActorCritic:
         self._hc = np.empty(cap * sc, dtype=self.dtype)
         self._dz = np.empty(cap * self._widths, dtype=self.dtype)
         self._dprev = np.empty(cap * self._widths, dtype=self.dtype)
+        # Per-row float64 scratch of the PPO loss: log-probs, entropies, their gradients.
+        self._rows = np.empty(3 * cap, dtype=np.float64)
         self._cap = cap
 
     # parameters -----------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _env_spec(meta_path: str, meta: dict[str, Any], env: Any, trust_env_id: bool
 
 def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = False) -> Any:
     """Inverse of :func:`save_trainer`; makes no env (see the module docstring)."""
-    from fastppo.nn.optim import Adam
+    from fastppo.nn.optim import Adam, moment_dtypes
     from fastppo.nn.policy import ActorCritic, spec_dtype
     from fastppo.ppo.config import PPOConfig
     from fastppo.stats import ReturnNormalizer, RunningMeanStd
@@ -117,8 +117,10 @@ def load_trainer(cls: Any, path: str, env: Any = None, trust_env_id: bool = Fals
         shape = (policy.n_params,)
         adam = join_state("adam", section(_FN, path, meta, "adam"), arrays)
         for k in ("m", "v"):
-            member(_FN, npz_path, arrays, f"adam/{k}", np.float64, shape)
-        optimizer = Adam(policy.n_params, config.learning_rate, eps=config.adam_eps)
+            member(_FN, npz_path, arrays, f"adam/{k}", moment_dtypes(policy.dtype), shape)
+        optimizer = Adam(
+            policy.n_params, config.learning_rate, eps=config.adam_eps, dtype=policy.dtype
+        )
         optimizer.load_state_dict(adam)
         obs_rms = ret_norm = None
         if "obs_rms" in meta:

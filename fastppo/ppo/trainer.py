@@ -91,7 +91,7 @@ class PPOTrainer:
         except Exception:
             envs.close()
             raise
-        optimizer = Adam(policy.n_params, cfg.learning_rate, eps=cfg.adam_eps)
+        optimizer = Adam(policy.n_params, cfg.learning_rate, eps=cfg.adam_eps, dtype=policy.dtype)
         obs_rms = ret_norm = None
         if cfg.normalize_obs:
             from fastppo.stats import RunningMeanStd

@@ -139,7 +139,7 @@ def loss_and_grad(
         policy.params, policy._a_layout, policy._c_layout, policy._act, policy._head,
         policy.nvec, policy._ls_off, p.obs, p.act_i, p.act_f, p.logp, p.adv, p.ret, p.val,
         p.valid, idx, 0, nb, _hyper(policy, config, config.learning_rate, None),
-        policy._ha, policy._hc, policy._dz, policy._dprev, grad, st,
+        policy._ha, policy._hc, policy._dz, policy._dprev, grad, policy._rows, st,
     )  # fmt: skip
     stats = {
         "losses/policy_loss": float(st[K.ST_PG]),
@@ -209,6 +209,14 @@ def ppo_update(
         fail(fn, "optimizer", "an Adam", type(optimizer).__name__, exc=TypeError)
     if optimizer.n_params != policy.n_params:
         fail(fn, "optimizer", f"sized for {policy.n_params} params", optimizer.n_params)
+    if optimizer.dtype != policy.dtype:
+        fail(
+            fn,
+            "optimizer",
+            f"dtype {policy.dtype} (the policy's: Adam(..., dtype=policy.dtype))",
+            f"dtype {optimizer.dtype}",
+            exc=TypeError,
+        )
     if not isinstance(config, PPOConfig):
         fail(fn, "config", "a PPOConfig", type(config).__name__, exc=TypeError)
     if not isinstance(rng, np.random.Generator):
@@ -231,7 +239,8 @@ def ppo_update(
         policy.params, policy._a_layout, policy._c_layout, policy._act, policy._head,
         policy.nvec, policy._ls_off, p.obs, p.act_i, p.act_f, p.logp, p.adv, p.ret, p.val,
         p.valid, perm, mb, _hyper(policy, config, lr_, optimizer), optimizer.m, optimizer.v,
-        optimizer.t, policy._ha, policy._hc, policy._dz, policy._dprev, grad, mb_stats, out,
+        optimizer.t, policy._ha, policy._hc, policy._dz, policy._dprev, grad, policy._rows,
+        mb_stats, out,
     )  # fmt: skip
     n_eval = max(out[K.U_N_EVAL], 1.0)
     n_steps = max(out[K.U_N_STEPS], 1.0)
