@@ -20,6 +20,9 @@ where the id has one) and/or ``gymnasium`` (gymnasium's own envs, as before
 the compiled envs); given both, each seed runs on one then the other, so
 the wall times compare in one session.
 
+``bench/sb3_learning.py`` runs Stable-Baselines3 with the zoo's values on the
+same envs, budgets and evaluation, for the comparison issue 14 asks for.
+
 Writes ``<out>/learning.json`` and one ``<out>/<env>.png`` learning curve per env.
 Not part of CI (minutes per run on 2 cores).
 """
@@ -53,9 +56,12 @@ def run_one(
     cfg = PPOConfig(**d, seed=seed, env_backend=backend)
     # Whole updates only, never past the budget ("within N steps" is strict).
     budget -= budget % cfg.rollout_size
+    progress: list[tuple[int, float, float]] = []
     t0 = time.perf_counter()
     with PPOTrainer(env_id, cfg) as tr:
-        tr.learn(budget)
+        # (steps, wall s, mean of the last 20 training episodes) after each update
+        tr.learn(budget, lambda rec: progress.append(
+            (tr.num_timesteps, time.perf_counter() - t0, tr.recent_return())))  # fmt: skip
         wall = time.perf_counter() - t0
         ev = tr.evaluate(n_episodes=episodes)
         curve = [(int(s), float(r)) for s, r, _ in tr.episodes]
@@ -69,7 +75,19 @@ def run_one(
             "target": TARGETS.get(env_id),
             "passed": ev["mean_return"] >= TARGETS.get(env_id, -np.inf),
             "curve": curve,
+            "solved_at": solved_at(progress, TARGETS.get(env_id)),
         }
+
+
+def solved_at(
+    progress: list[tuple[int, float, float]], target: float | None
+) -> tuple[int, float] | None:
+    """(steps, wall s) of the first update after which the mean of the last 20
+    training episodes reached ``target``: the time-to-solve both scripts report."""
+    for step, wall, ret in progress:
+        if target is not None and ret >= target:
+            return step, wall
+    return None
 
 
 def _smooth(ys: list[float], k: int = 20) -> list[float]:
@@ -100,7 +118,8 @@ def main() -> None:
                 f"{env_id:12s} seed {seed} {backend:9s}: {r['steps']} steps in "
                 f"{r['wall_s']:6.1f} s, eval "
                 f"{ev['mean_return']:8.1f} +- {ev['std_return']:6.1f} over {a.episodes} episodes "
-                f"(target >= {r['target']}: {'PASS' if r['passed'] else 'FAIL'})",
+                f"(target >= {r['target']}: {'PASS' if r['passed'] else 'FAIL'}; "
+                f"training mean crossed it at {r['solved_at']})",
                 flush=True,
             )
             with open(path, "w") as f:
