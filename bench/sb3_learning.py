@@ -9,7 +9,7 @@ SB3 has. One torch thread; pin the process for timings::
 
     taskset -c 1 python bench/sb3_learning.py --env CartPole-v1 --seeds 0 1 2
 
-Needs ``pip install ".[bench]"`` (torch, stable-baselines3, Box2D, MuJoCo). Writes
+Needs ``pip install ".[bench,compat-test]"`` (torch, Box2D, MuJoCo; stable-baselines3). Writes
 ``<out>/sb3_learning.json`` beside bench/learning.py's results. Not part of CI.
 """
 
