@@ -265,16 +265,15 @@ def test_actor_streams_differ_by_id_and_restart() -> None:
 
 # ------------------------------------------------------------ learner unit
 def _learner(
-    num_actors: int = 2, num_steps: int = 5, **kw: object
+    num_actors: int = 2, num_steps: int = 5, ppo_kw: dict | None = None, **kw: object
 ) -> tuple[Learner, RecordingUpdate]:
-    cfg = ActorLearnerConfig(
-        num_actors=num_actors, num_steps=num_steps, total_env_steps=10**6, **kw
-    ).validate()
+    kw = {"total_env_steps": 10**6, **kw}
+    cfg = ActorLearnerConfig(num_actors=num_actors, num_steps=num_steps, **kw).validate()
     env = CountingEnv()
     pol = LinearPolicy(2, 2)
     spec = spec_for(env, pol)
     upd = RecordingUpdate()
-    ppo = PPOConfig(n_envs=num_actors, n_steps=num_steps, batch_size=num_steps)
+    ppo = PPOConfig(n_envs=num_actors, n_steps=num_steps, batch_size=num_steps, **(ppo_kw or {}))
     return Learner(cfg, ppo, pol, spec, "threads", upd), upd
 
 
@@ -316,6 +315,22 @@ def test_learner_fills_columns_in_order_and_carries_the_excess() -> None:
     np.testing.assert_array_equal(obs[:, 1, 0], [5, 6, 7, 8, 9])
     assert ln.columns[0].buffered == 2 and ln.columns[1].buffered == 0
     assert ln.report.env_steps == 20 and ln.report.actors[0].steps_consumed == 10
+
+
+@pytest.mark.parametrize("anneal_clip", [False, True])
+def test_learner_anneals_the_clip_range_on_the_learning_rate_s_schedule(anneal_clip) -> None:
+    ln, upd = _learner(
+        num_actors=1, num_steps=5, total_env_steps=20, ppo_kw={"anneal_clip": anneal_clip}
+    )
+    ln.broadcast()
+    for first in range(0, 20, 5):
+        ln.receive(_chunk(0, first, 5))
+        ln.update()
+    fracs = [1.0, 0.75, 0.5, 0.25]  # 1 - updates done / 4 planned
+    assert [lr for lr, _ in upd.schedule] == pytest.approx([3e-4 * f for f in fracs])
+    clips = [c for _, c in upd.schedule]
+    assert clips == pytest.approx([0.2 * f for f in fracs] if anneal_clip else [0.2] * 4)
+    assert ln.ppo.clip_range == 0.2  # the given config is left as it was
 
 
 def test_learner_bootstrap_obs_mid_chunk_and_at_chunk_end() -> None:

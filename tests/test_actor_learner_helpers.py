@@ -75,11 +75,13 @@ class RecordingUpdate:
 
     def __init__(self) -> None:
         self.batches: list[Any] = []
+        self.schedule: list[tuple[Any, float]] = []  # (lr, clip_range) per update
 
     def __call__(
         self, policy: Any, optimizer: Any, batch: Any, config: Any, rng: Any, lr: Any
     ) -> dict[str, float]:
         self.batches.append(batch)
+        self.schedule.append((lr, config.clip_range))
         policy.params += 1e-3 * rng.standard_normal(policy.params.shape)
         adv = batch.advantages[batch.valid]
         return {

@@ -61,6 +61,7 @@ CLEANRL_NAMES = (
             "PPOConfig: vectorization must be 'sync' or 'async'",
         ),
         ({"normalize_obs": 1}, TypeError, "PPOConfig: normalize_obs must be a bool, got 1"),
+        ({"anneal_clip": "yes"}, TypeError, "PPOConfig: anneal_clip must be a bool, got 'yes'"),
         ({"log_std_min": 3.0}, ValueError, r"PPOConfig: log_std_min must be < log_std_max \(2.0\)"),
         ({"log_std_init": -30.0}, ValueError, r"PPOConfig: log_std_init must be in \[-20.0, 2.0\]"),
     ],
@@ -174,6 +175,32 @@ def test_target_kl_stops_early():
     assert m["losses/gradient_steps"] < 10 * 8
 
 
+def test_clip_range_argument_is_the_config_s_clip_range():
+    """``ppo_update(..., clip_range=c)`` is the update of a config whose clip is ``c``."""
+    cfg = PPOConfig(batch_size=16, n_epochs=4, learning_rate=0.05)  # ratios leave 1 +- 0.01
+    p1, p2 = _policy(), _policy()
+    b = _batch(p1, 64, 4)
+    m1 = ppo_update(p1, Adam(p1.n_params), b, cfg, np.random.default_rng(0), clip_range=0.01)
+    m2 = ppo_update(
+        p2, Adam(p2.n_params), b, cfg.replace(clip_range=0.01), np.random.default_rng(0)
+    )
+    assert np.array_equal(p1.params, p2.params)
+    assert m1 == m2 and m1["charts/clip_range"] == 0.01
+    m3 = ppo_update(_policy(), Adam(p1.n_params), b, cfg, np.random.default_rng(0))
+    assert m3["charts/clip_range"] == 0.2 and m3["losses/clipfrac"] < m1["losses/clipfrac"]
+
+
+@pytest.mark.parametrize("anneal_clip", [False, True])
+def test_trainer_anneals_the_clip_range_with_the_learning_rate(anneal_clip):
+    cfg = PPOConfig(n_envs=2, n_steps=8, batch_size=16, n_epochs=1, anneal_clip=anneal_clip)
+    with PPOTrainer(CountEnv, cfg) as tr:
+        recs = tr.learn(64)
+    fracs = [1.0, 0.75, 0.5, 0.25]  # 1 - num_timesteps / 64 before each 16-step update
+    assert [r["charts/learning_rate"] for r in recs] == pytest.approx([3e-4 * f for f in fracs])
+    clips = [r["charts/clip_range"] for r in recs]
+    assert clips == pytest.approx([0.2 * f for f in fracs] if anneal_clip else [0.2] * 4)
+
+
 def test_update_errors():
     p = _policy()
     b = _batch(p, 10, 0)
@@ -193,6 +220,11 @@ def test_update_errors():
         ppo_update(p, Adam(p.n_params), bad, cfg, rng)
     with pytest.raises(ValueError, match=r"ppo_update: lr must be a positive finite float"):
         ppo_update(p, Adam(p.n_params), b, cfg, rng, lr=-1.0)
+    for bad_clip in (0.0, float("nan")):
+        with pytest.raises(
+            ValueError, match=r"ppo_update: clip_range must be a positive finite float"
+        ):
+            ppo_update(p, Adam(p.n_params), b, cfg, rng, clip_range=bad_clip)
     with pytest.raises(
         TypeError,
         match=r"ppo_update: optimizer must be dtype float32 \(the policy's: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -448,10 +448,13 @@ class Learner:
             valid=ro["valid"].reshape(B),
         )
         lr = None
-        if getattr(self.ppo, "anneal_lr", False):
-            frac = 1.0 - self.updates / self.planned_updates
-            lr = float(self.ppo.learning_rate) * max(frac, 1e-8)
-        raw = self.update_fn(self.policy, self.optimizer, batch, self.ppo, self.rng, lr)
+        ppo = self.ppo
+        frac = max(1.0 - self.updates / self.planned_updates, 1e-8)
+        if getattr(ppo, "anneal_lr", False):
+            lr = float(ppo.learning_rate) * frac
+        if getattr(ppo, "anneal_clip", False):
+            ppo = replace(ppo, clip_range=float(ppo.clip_range) * frac)
+        raw = self.update_fn(self.policy, self.optimizer, batch, ppo, self.rng, lr)
         metrics = {k: float(v) for k, v in raw.items()}
         metrics.update(extra)
         self.updates += 1

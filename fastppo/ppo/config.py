@@ -30,7 +30,8 @@ class PPOConfig:
     gamma, gae_lambda : float
         Discount and GAE lambda (Schulman et al. 2015, arXiv 1506.02438).
     clip_range : float
-        PPO ratio clip ``eps`` (arXiv 1707.06347).
+        PPO ratio clip ``eps`` (arXiv 1707.06347); with ``anneal_clip`` it decays
+        linearly to 0 over the run, on the learning rate's schedule.
     clip_range_vf : float or None
         Value clipping around the rollout values; ``None`` disables it.
     ent_coef, vf_coef : float
@@ -85,6 +86,7 @@ class PPOConfig:
     learning_rate: float = 3e-4
     adam_eps: float = 1e-5
     anneal_lr: bool = True
+    anneal_clip: bool = False
     target_kl: float | None = None
     normalize_advantage: bool = True
     normalize_obs: bool = False
@@ -153,6 +155,7 @@ class PPOConfig:
             )
         for name in (
             "anneal_lr",
+            "anneal_clip",
             "normalize_advantage",
             "normalize_obs",
             "normalize_reward",

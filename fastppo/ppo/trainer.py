@@ -382,7 +382,8 @@ class PPOTrainer:
         ``total_timesteps`` is an absolute target, so a resumed trainer continues
         where it stopped and anneals the learning rate on the same schedule:
         ``lr = learning_rate * (1 - num_timesteps / total_timesteps)`` at the start
-        of each update (CleanRL's linear annealing).
+        of each update (CleanRL's linear annealing), and with ``anneal_clip`` the
+        clip range likewise (SB3's ``clip_range: lin_0.2``).
 
         Parameters
         ----------
@@ -406,15 +407,21 @@ class PPOTrainer:
         t_start = time.perf_counter()
         while self.num_timesteps < total_timesteps:
             t0 = time.perf_counter()
-            lr = cfg.learning_rate
-            if cfg.anneal_lr:
-                lr *= 1.0 - self.num_timesteps / total_timesteps
+            frac = 1.0 - self.num_timesteps / total_timesteps
+            lr = cfg.learning_rate * (frac if cfg.anneal_lr else 1.0)
+            clip = cfg.clip_range * (frac if cfg.anneal_clip else 1.0)
             n_ep_before = len(self.episodes)
             self.collect_rollout()
             t1 = time.perf_counter()
             assert self.buffer is not None  # made by collect_rollout
             metrics = ppo_update(
-                self.policy, self.optimizer, self.buffer.batch(), cfg, self.rng, lr=lr
+                self.policy,
+                self.optimizer,
+                self.buffer.batch(),
+                cfg,
+                self.rng,
+                lr=lr,
+                clip_range=clip,
             )
             t2 = time.perf_counter()
             self.n_updates += 1

@@ -41,6 +41,7 @@ METRIC_NAMES = (
     "losses/epochs",
     "losses/early_stop",
     "charts/learning_rate",
+    "charts/clip_range",
 )
 
 
@@ -78,9 +79,15 @@ def _vec(fn: str, name: str, x: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-def _hyper(policy: ActorCritic, config: PPOConfig, lr: float, optimizer: Adam | None) -> np.ndarray:
+def _hyper(
+    policy: ActorCritic,
+    config: PPOConfig,
+    lr: float,
+    optimizer: Adam | None,
+    clip: float | None = None,
+) -> np.ndarray:
     h = np.zeros(K.N_HYPER, dtype=np.float64)
-    h[K.H_CLIP] = config.clip_range
+    h[K.H_CLIP] = config.clip_range if clip is None else clip
     h[K.H_CLIP_VF] = -1.0 if config.clip_range_vf is None else config.clip_range_vf
     h[K.H_ENT] = config.ent_coef
     h[K.H_VF] = config.vf_coef
@@ -171,6 +178,7 @@ def ppo_update(
     config: PPOConfig,
     rng: np.random.Generator,
     lr: float | None = None,
+    clip_range: float | None = None,
 ) -> dict[str, float]:
     """Run ``config.n_epochs`` epochs of minibatch PPO on ``batch``, in place on ``policy.params``.
 
@@ -190,6 +198,8 @@ def ppo_update(
         Source of the minibatch permutations (determinism: same state, same update).
     lr : float, optional
         Learning rate for this update (annealing); default ``config.learning_rate``.
+    clip_range : float, optional
+        Ratio clip for this update (annealing); default ``config.clip_range``.
 
     Returns
     -------
@@ -200,7 +210,7 @@ def ppo_update(
         ``losses/loss``, ``losses/grad_norm``; ``losses/explained_variance`` of the
         rollout values; counts ``losses/gradient_steps``, ``losses/skipped_steps``
         (non-finite gradient norm), ``losses/epochs``, ``losses/early_stop`` (0/1);
-        ``charts/learning_rate``.
+        ``charts/learning_rate``, ``charts/clip_range``.
     """
     fn = "ppo_update"
     if not isinstance(policy, ActorCritic):
@@ -225,6 +235,9 @@ def ppo_update(
     lr_ = config.learning_rate if lr is None else float(lr)
     if not lr_ > 0.0 or not np.isfinite(lr_):
         fail(fn, "lr", "a positive finite float", repr(lr))
+    clip_ = config.clip_range if clip_range is None else float(clip_range)
+    if not clip_ > 0.0 or not np.isfinite(clip_):
+        fail(fn, "clip_range", "a positive finite float", repr(clip_range))
     p = _Prepared(fn, policy, batch)
     rows = np.flatnonzero(p.valid).astype(np.int64)
     perm = np.empty((config.n_epochs, rows.size), dtype=np.int64)
@@ -238,7 +251,7 @@ def ppo_update(
     K.ppo_update_kernel(
         policy.params, policy._a_layout, policy._c_layout, policy._act, policy._head,
         policy.nvec, policy._ls_off, p.obs, p.act_i, p.act_f, p.logp, p.adv, p.ret, p.val,
-        p.valid, perm, mb, _hyper(policy, config, lr_, optimizer), optimizer.m, optimizer.v,
+        p.valid, perm, mb, _hyper(policy, config, lr_, optimizer, clip_), optimizer.m, optimizer.v,
         optimizer.t, policy._ha, policy._hc, policy._dz, policy._dprev, grad, policy._rows,
         mb_stats, out,
     )  # fmt: skip
@@ -259,4 +272,5 @@ def ppo_update(
         "losses/epochs": float(out[K.U_EPOCHS]),
         "losses/early_stop": float(out[K.U_EARLY_STOP]),
         "charts/learning_rate": lr_,
+        "charts/clip_range": clip_,
     }
