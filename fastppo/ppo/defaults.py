@@ -81,8 +81,8 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # tanh, learning rate 3e-4 annealed, minibatch 64, lambda 0.95, log_std 0),
     # with VecNormalize, 8 envs x 256 steps, 20 epochs, gamma 0.995 and an
     # entropy bonus of 0.001. Measured with bench/learning.py's strict budget
-    # (299,008 steps), seeds 0-5: 3211 / 3209 / 2250 / 3125 / 3145 / 3178 in
-    # 34-37 s each. Without the entropy bonus (4 x 512: 1697 / 3391 / 590 /
+    # (299,008 steps), seeds 0-8: 3211 / 3209 / 2250 / 3125 / 3145 / 3178 / 3003 /
+    # 3155 / 3147 in 34-41 s each. Without the entropy bonus (4 x 512: 1697 / 3391 / 590 /
     # 3071 / 1821 / 3069) or with 10 epochs or gamma 0.99, one seed in three
     # to six stayed below 1000.
     "Hopper-v5": {
@@ -97,8 +97,8 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     # The zoo's entry: VecNormalize, one env, 512-step rollouts, a constant
     # learning rate and policy_kwargs log_std_init=-2, ReLU, 256x256. Measured at
-    # 300k: 4213 / 4219 / 4396 (seeds 0 / 1 / 2; annealed to 0 over the run:
-    # 3953 / 4092 for seeds 1 / 2).
+    # 299,520 steps: 4194 / 4131 / 4584 (seeds 0 / 1 / 2, float32, 100-105 s each;
+    # earlier, float64 and the learning rate annealed to 0: 3953 / 4092, seeds 1 / 2).
     "HalfCheetah-v5": {
         "total_timesteps": 1_000_000,
         "anneal_lr": False,
