@@ -47,11 +47,19 @@ HEAVY = {"LunarLander-v3": (200.0, 500_000), "Hopper-v5": (1500.0, 300_000),
 TARGETS.update({k: t for k, (t, _) in HEAVY.items()})
 
 
+def budget_of(env_id: str, steps: int | None = None) -> int:
+    """The step budget of ``env_id``: ``steps`` if given, else issue 14's for the
+    heavy envs, else the per-env default's ``total_timesteps``."""
+    if steps:
+        return int(steps)
+    return HEAVY[env_id][1] if env_id in HEAVY else int(env_defaults(env_id)["total_timesteps"])
+
+
 def run_one(
     env_id: str, seed: int, steps: int | None, episodes: int, backend: str = "compiled"
 ) -> dict:
     d = env_defaults(env_id)
-    budget = int(steps or (HEAVY[env_id][1] if env_id in HEAVY else d["total_timesteps"]))
+    budget = budget_of(env_id, steps)
     d.pop("total_timesteps", None)
     cfg = PPOConfig(**d, seed=seed, env_backend=backend)
     # Whole updates only, never past the budget ("within N steps" is strict).

@@ -23,9 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from learning import HEAVY, TARGETS, solved_at
-
-from fastppo.ppo.defaults import env_defaults
+from learning import TARGETS, budget_of, solved_at
 
 _MUJOCO_NET = {"log_std_init": -2, "ortho_init": False, "activation_fn": "relu",
                "net_arch": {"pi": [256, 256], "vf": [256, 256]}}  # fmt: skip
@@ -72,8 +70,7 @@ def run_one(env_id: str, seed: int, steps: int | None, episodes: int) -> dict:
     kw = dict(hp.pop("policy_kwargs", {}))
     if kw.get("activation_fn") == "relu":
         kw["activation_fn"] = torch.nn.ReLU
-    budget = int(steps or (HEAVY[env_id][1] if env_id in HEAVY else
-                           env_defaults(env_id)["total_timesteps"]))  # fmt: skip
+    budget = budget_of(env_id, steps)
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if normalize:
         env = VecNormalize(env)
