@@ -217,14 +217,27 @@ def flag_array(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray
     if a.dtype == np.uint8:
         return a
     if a.dtype.kind == "f":
-        nz = a != 0
-        # every nonzero is 1 (a NaN is nonzero and not 1): two compares and two
-        # counts, where the elementwise "neither 0 nor 1" took five passes
-        if np.count_nonzero(nz) != np.count_nonzero(a == 1):
-            bad = nz & (a != 1)
-            fail(fn, name, "0/1 flags", f"value {a[bad].flat[0]!r}")
-        return nz.view(np.uint8)
+        return _float_flags(fn, name, a)
     fail(fn, name, "bool, uint8 or float 0/1", f"dtype {a.dtype}", exc=TypeError)
+
+
+def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
+    """Float 0/1 flags as uint8 (same layout for C or Fortran order), in one
+    compiled pass that also checks the values."""
+    if a.dtype not in (np.float32, np.float64):
+        # float16 widens exactly; a wider float narrows exactly only where it
+        # holds float64 values (0 and 1 do; any other value fails either way)
+        w = a.astype(np.float32 if a.itemsize < 4 else np.float64)
+        if not np.array_equal(w, a, equal_nan=True):
+            fail(fn, name, "0/1 flags", f"value {a[w != a].flat[0]!r}")
+        a = w
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
+        a = np.ascontiguousarray(a)
+    out = np.empty(a.shape, np.uint8, order="C" if a.flags.c_contiguous else "F")
+    bad = _kc.float_flags(a.ravel(order="K"), out.ravel(order="K"))
+    if bad >= 0:
+        fail(fn, name, "0/1 flags", f"value {a.ravel(order='K')[bad]!r}")
+    return out
 
 
 def int_vector(fn: str, name: str, x: Any, lo: int, hi: int, min_size: int = 1) -> np.ndarray:

@@ -380,6 +380,29 @@ def test_flag_dtypes(flag_dtype):
     np.testing.assert_array_equal(ref[0], got[0])
 
 
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64, np.longdouble])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_float_flags_convert_exactly_and_refuse_anything_but_0_and_1(dt, layout):
+    """The one-pass float-flag conversion: (x != 0) as bytes in the input's
+    layout; every value other than 0, -0 and 1 refused, the first one named."""
+    from fastppo import _checks as C
+
+    rng = np.random.default_rng(17)
+    te = rng.random((300, 70)) < 0.3
+    x = te.astype(dt)
+    x[0, 0] = -0.0  # a zero: not a flag
+    x = {"C": x, "F": np.asfortranarray(x), "strided": np.repeat(x, 2, axis=1)[:, ::2]}[layout]
+    got = C.flag_array("fn", "terminated", x, x.shape)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, te)
+    tiny = np.finfo(dt).smallest_subnormal
+    for bad in (0.5, 2.0, -1.0, np.nan, np.inf, -np.inf, tiny, 1 - np.finfo(dt).epsneg, 1e4):
+        y = x.copy(order="K")
+        y[123 % y.shape[0], 37] = bad
+        with pytest.raises(ValueError, match=r"fn: terminated must be 0/1 flags, got value"):
+            C.flag_array("fn", "terminated", y, y.shape)
+
+
 def test_out_buffers_are_used_and_inputs_untouched():
     rng = np.random.default_rng(8)
     r, v, lv, te, tr, fv = make(rng, 30, 40, np.float32)
