@@ -125,6 +125,16 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
         vs_row[n] = v[n] + diff
 
 
+@inline
+def _rows(x, a, b, n0, n1):  # pragma: no cover - compiled
+    """Rows ``a:b``, columns ``n0:n1`` of the C-contiguous 2-D ``x`` as one 1-D
+    view: a single row, or whole rows (``n0:n1`` spans them), one flat run."""
+    if b - a == 1:
+        return x[a, n0:n1]
+    w = x.shape[1]
+    return x.reshape(x.shape[0] * w)[a * w : b * w]
+
+
 @kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
 def _vtrace_block(  # pragma: no cover - compiled
     ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
@@ -155,33 +165,50 @@ def _vtrace_block(  # pragma: no cover - compiled
     # diff_{t+1}.
     cws = np.empty((VT_CHUNK, W), rewards.dtype)
     pws = np.empty((VT_CHUNK, W), rewards.dtype)
-    on = np.empty(W, np.bool_)
+    # When the block is whole rows (the serial sweep), a chunk's rows are one
+    # contiguous run of each array, so pass 1 calls each row function once per
+    # run instead of once per row.
+    whole = W == rewards.shape[1]
+    on = np.empty(VT_CHUNK * W if whole else W, np.bool_)
+    cwf = cws.reshape(VT_CHUNK * W)
+    pwf = pws.reshape(VT_CHUNK * W)
     carry = np.zeros(W, rewards.dtype)
     t_hi = T
     while t_hi > 0:
         t_lo = max(0, t_hi - VT_CHUNK)
-        for t in range(t_lo, t_hi):
-            cw = cws[t - t_lo]
-            vs_row = vs[t, n0:n1]
-            ok = valid[t, n0:n1]
-            te = terminated[t, n0:n1]
-            tr = truncated[t, n0:n1]
-            nvr = last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1]
-            _vt_rho_row(target_logp[t, n0:n1], behavior_logp[t, n0:n1], f32, cw)
+        a = t_lo
+        while a < t_hi:
+            # a run of rows [a, b): whole rows up to the last row, which
+            # bootstraps from last_values; else one row at a time
+            b = min(t_hi, T - 1) if whole and a < T - 1 else a + 1
+            m = (b - a) * W
+            k = (a - t_lo) * W
+            cw = cwf[k : k + m]
+            vs_run = _rows(vs, a, b, n0, n1)
+            ok = _rows(valid, a, b, n0, n1)
+            te = _rows(terminated, a, b, n0, n1)
+            tr = _rows(truncated, a, b, n0, n1)
+            nvr = last_values[n0:n1] if a == T - 1 else _rows(values, a + 1, b + 1, n0, n1)
+            _vt_rho_row(
+                _rows(target_logp, a, b, n0, n1), _rows(behavior_logp, a, b, n0, n1), f32, cw
+            )
             _vt_td_row(
                 nvr,
-                rewards[t, n0:n1],
-                values[t, n0:n1],
+                _rows(rewards, a, b, n0, n1),
+                _rows(values, a, b, n0, n1),
                 te,
                 tr,
-                final_values[t, n0:n1],
+                _rows(final_values, a, b, n0, n1),
                 has_final,
                 gamma,
-                vs_row,
+                vs_run,
             )
-            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[t, n0:n1])
-            _vt_on_row(te, tr, ok, has_valid, on)
-            _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[t - t_lo])
+            _vt_scale_row(
+                cw, ok, has_valid, rho_bar, pg_rho_bar, vs_run, _rows(pg_adv, a, b, n0, n1)
+            )
+            _vt_on_row(te, tr, ok, has_valid, on[:m])
+            _vt_weight_row(on[:m], gamma, gamma_lam, c_bar, pg_rho_bar, cw, pwf[k : k + m])
+            a = b
         for t in range(t_hi - 1, t_lo - 1, -1):
             _vt_back_row(
                 cws[t - t_lo],
