@@ -1,0 +1,125 @@
+"""The stages of the sweeps and of the Gaussian sampler beside the hardware's floor.
+
+Issue 12 asks `gae` [2048x256] float32 to run within 2x of `np.copyto` of the
+bytes it must read and write, `vtrace` within 4x, `sample_gaussian` [4096x6]
+at 5x `torch.distributions.Normal`, and a squashed call within 1.5x of the
+plain one; where a target is out of reach, the measured floor of each stage
+shows it. This script times every stage and its floor interleaved in one run
+(:func:`fastppo_bench.timing.time_interleaved`), on the CPU it runs on::
+
+    NUMBA_NUM_THREADS=1 taskset -c 0 python bench/stage_floors.py [--rounds 15]
+
+Stages (all float32, ``out=`` buffers, validation on):
+
+* memory: ``np.copyto`` of rewards -> a and values -> b (the issue's floor),
+  and the validation pass alone (a read of the same bytes: every sweep
+  checks its float inputs before its first write);
+* ``gae`` and ``vtrace`` whole; V-trace's ``rho = expf32(...)`` over all
+  ``T * N`` elements, on an L1-resident block (compute only);
+* ``sample_gaussian``: plain, deterministic (no normals drawn: the mean and
+  log-density work alone), squashed, and torch's ``Normal`` sample + log-prob
+  with ``log_std`` [N, A] (the bench's torch row);
+* the per-call price of a torch tensor: ``Tensor.numpy()`` beside an N = 1
+  ``sample_categorical`` on numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+
+import fastppo
+from fastppo.kernels import sweep, vtrace
+from fastppo_bench.timing import Budget, format_time, time_interleaved
+
+T, N = 2048, 256
+BLOCK = 4096  # elements of the L1-resident block the exp stage runs on
+
+
+@numba.njit(cache=True)
+def _exp_stage(t: np.ndarray, b: np.ndarray, rho: np.ndarray, reps: int) -> None:
+    """``reps`` calls of V-trace's rho row on the same L1-sized block."""
+    for _ in range(reps):
+        vtrace._vt_rho_row(t, b, True, rho)
+
+
+def _stages() -> dict[str, Callable[[], Any]]:
+    import torch
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    r = rng.standard_normal((T, N)).astype(np.float32)
+    v = rng.standard_normal((T, N)).astype(np.float32)
+    lv = rng.standard_normal(N).astype(np.float32)
+    te = rng.random((T, N)) < 0.01
+    blp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+    tlp = (0.3 * rng.standard_normal((T, N))).astype(np.float32)
+    o1, o2, c1, c2 = (np.empty_like(r) for _ in range(4))
+    flags = te.view(np.uint8)
+    ro = sweep.rollout(
+        rewards=r, values=v, last_values=lv, final_values=r, terminated=flags,
+        truncated=flags, valid=flags, behavior_logp=blp, target_logp=tlp,
+    )  # fmt: skip
+    tb, bb, rho = tlp.ravel()[:BLOCK], blp.ravel()[:BLOCK], np.empty(BLOCK, np.float32)
+    reps = T * N // BLOCK
+
+    mu = rng.standard_normal((4096, 6)).astype(np.float32)
+    ls = (0.2 * rng.standard_normal(6) - 0.5).astype(np.float32)
+    act, logp = np.empty((4096, 6), np.float32), np.empty(4096, np.float32)
+    tm = torch.from_numpy(mu)
+    tls = torch.from_numpy(np.ascontiguousarray(np.broadcast_to(ls, mu.shape)))
+
+    def torch_normal() -> Any:
+        d = torch.distributions.Normal(tm, tls.exp(), validate_args=False)
+        a = d.sample()
+        return a.numpy(), d.log_prob(a).sum(-1).numpy()
+
+    def sample(**kw: Any) -> Callable[[], Any]:
+        return lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2, out=(act, logp), **kw)
+
+    one = rng.standard_normal((1, 4)).astype(np.float32)
+    one_t = torch.from_numpy(one)
+    return {
+        "copy: np.copyto rewards, values (4 MB read, 4 MB written)": lambda: (
+            np.copyto(c1, r),
+            np.copyto(c2, v),
+        ),
+        "validation, gae (rewards + values read)": lambda: sweep.check_rows(
+            ro, True, False, 0, 0, T
+        ),
+        "gae out=": lambda: fastppo.gae(r, v, lv, te, out=(o1, o2)),
+        "validation, vtrace (4 arrays read)": lambda: sweep.check_rows(ro, True, True, 0, 0, T),
+        "vtrace out=": lambda: fastppo.vtrace(blp, tlp, r, v, lv, te, out=(o1, o2)),
+        "vtrace stage: rho = expf32, T*N elements in L1": lambda: _exp_stage(tb, bb, rho, reps),
+        "sample_gaussian [4096x6]": sample(),
+        "sample_gaussian deterministic (no normals drawn)": sample(deterministic=True),
+        "sample_gaussian squash=True": sample(squash=True),
+        "torch Normal sample + log_prob, log_std [N, A]": torch_normal,
+        "sample_categorical N = 1, numpy": lambda: fastppo.sample_categorical(
+            one, seed=1, counter=2
+        ),
+        "torch Tensor.numpy(), [1, 4]": one_t.numpy,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    fns = _stages()
+    for fn in fns.values():
+        fn()  # compile and warm
+    res = time_interleaved(fns, Budget(per_impl_s=0.1 * args.rounds, rounds=args.rounds))
+    print(f"CPU (llvmlite): {llvm.get_host_cpu_name()}, numba threads {numba.get_num_threads()}")
+    print("| stage | median | +-IQR/2 |\n|---|---:|---:|")
+    for label, t in res.items():
+        print(f"| {label} | {format_time(t.median_s)} | {50 * t.spread:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
