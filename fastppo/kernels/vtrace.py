@@ -71,13 +71,6 @@ def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no co
         d_row[n] = r[n] + gamma * boot - v[n]
 
 
-@kernel("void(u1_1, u1_1, u1_1, b1, b1_1w)")
-def _vt_on_row(te, tr, ok, has_valid, on):  # pragma: no cover - compiled
-    """``on`` = the trace continues past this step: valid and neither terminated nor truncated."""
-    for n in range(on.shape[0]):
-        on[n] = ((ok[n] != 0) | (not has_valid)) & ((te[n] | tr[n]) == 0)
-
-
 @kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)")
 def _vt_scale_row(
     rho, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_row
@@ -95,14 +88,17 @@ def _vt_scale_row(
         pg_row[n] = _clip(p, pg_rho_bar) * d if good else zero
 
 
-@kernel("void(b1_1, F, F, F, F, F_1w, F_1w)")
-def _vt_weight_row(on, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw):  # pragma: no cover - compiled
+@kernel("void(u1_1, u1_1, u1_1, b1, F, F, F, F, F_1w, F_1w)")
+def _vt_weight_row(
+    te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw
+):  # pragma: no cover - compiled
     """Carry weights ``cw = gamma * lam * min(c_bar, rho)`` (``rho`` in ``cw``) and
-    ``pw = gamma * min(pg_rho_bar, rho)``; 0 where the trace is cut."""
+    ``pw = gamma * min(pg_rho_bar, rho)``; 0 where the trace is cut (a step
+    that is invalid, terminated or truncated)."""
     zero = cw.dtype.type(0)
     for n in range(cw.shape[0]):
         p = cw[n]
-        o = on[n]
+        o = ((ok[n] != 0) | (not has_valid)) & ((te[n] | tr[n]) == 0)
         cw[n] = gamma_lam * _clip(p, c_bar) if o else zero
         pw[n] = gamma * _clip(p, pg_rho_bar) if o else zero
 
@@ -169,7 +165,6 @@ def _vtrace_block(  # pragma: no cover - compiled
     # contiguous run of each array, so pass 1 calls each row function once per
     # run instead of once per row.
     whole = W == rewards.shape[1]
-    on = np.empty(VT_CHUNK * W if whole else W, np.bool_)
     cwf = cws.reshape(VT_CHUNK * W)
     pwf = pws.reshape(VT_CHUNK * W)
     carry = np.zeros(W, rewards.dtype)
@@ -206,8 +201,9 @@ def _vtrace_block(  # pragma: no cover - compiled
             _vt_scale_row(
                 cw, ok, has_valid, rho_bar, pg_rho_bar, vs_run, _rows(pg_adv, a, b, n0, n1)
             )
-            _vt_on_row(te, tr, ok, has_valid, on[:m])
-            _vt_weight_row(on[:m], gamma, gamma_lam, c_bar, pg_rho_bar, cw, pwf[k : k + m])
+            _vt_weight_row(
+                te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pwf[k : k + m]
+            )
             a = b
         for t in range(t_hi - 1, t_lo - 1, -1):
             _vt_back_row(
@@ -283,7 +279,6 @@ def _vtrace_rows(  # pragma: no cover - compiled
     f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
     cws = np.empty((GROUP, T), rewards.dtype)
     pws = np.empty((GROUP, T), rewards.dtype)
-    on = np.empty(T, np.bool_)
     for k0 in range(n0, n1, GROUP):
         k1 = min(n1, k0 + GROUP)
         for n in range(k0, k1):
@@ -302,8 +297,10 @@ def _vtrace_rows(  # pragma: no cover - compiled
                     has_final, gamma, vs_row,
                 )  # fmt: skip
                 _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[n, a:b])
-                _vt_on_row(te, tr, ok, has_valid, on[a:b])
-                _vt_weight_row(on[a:b], gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[n - k0, a:b])
+                _vt_weight_row(
+                    te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw,
+                    pws[n - k0, a:b],
+                )  # fmt: skip
         if k1 - k0 == GROUP:
             _vt_chains4(cws, pws, values[k0:k1], vs[k0:k1], pg_adv[k0:k1])
         else:
