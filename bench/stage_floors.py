@@ -18,7 +18,9 @@ Stages (all float32, ``out=`` buffers, validation on):
   ``T * N`` elements, on an L1-resident block (compute only);
 * ``sample_gaussian``: plain, deterministic (no normals drawn: the mean and
   log-density work alone), squashed, and torch's ``Normal`` sample + log-prob
-  with ``log_std`` [N, A] (the bench's torch row);
+  with ``log_std`` [N, A] (the bench's torch row); the sampler's Philox +
+  Box-Muller stage alone, and the squash's float32 ``tanh32`` + ``unsquash``
+  (two logs per action) alone on an L1-resident block;
 * the per-call price of a torch tensor: ``Tensor.numpy()`` beside an N = 1
   ``sample_categorical`` on numpy.
 """
@@ -35,10 +37,15 @@ import numpy as np
 
 import fastppo
 from fastppo.kernels import sweep, vtrace
+from fastppo.kernels.chunks import CHUNK
+from fastppo.kernels.fastmath import tanh32
+from fastppo.kernels.gaussian import chunk_normals
+from fastppo.kernels.squash import unsquash
 from fastppo_bench.timing import Budget, format_time, time_interleaved
 
 T, N = 2048, 256
 BLOCK = 4096  # elements of the L1-resident block the exp stage runs on
+SQ_BLOCK = 1024  # float32 actions of the squash stage's L1-resident block
 
 
 @numba.njit(cache=True)
@@ -46,6 +53,26 @@ def _exp_stage(t: np.ndarray, b: np.ndarray, rho: np.ndarray, reps: int) -> None
     """``reps`` calls of V-trace's rho row on the same L1-sized block."""
     for _ in range(reps):
         vtrace._vt_rho_row(t, b, True, rho)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _normals_stage(n: int, a_dim: int, zc: np.ndarray, zs: np.ndarray) -> None:
+    """The Gaussian sampler's Philox + Box-Muller stage for ``n`` envs, chunk by chunk."""
+    n_pair = (a_dim + 1) // 2
+    ia = np.empty(zc.shape[0], np.int32)
+    ib = np.empty(zc.shape[0], np.int32)
+    for i0 in range(0, n, CHUNK):
+        chunk_normals((1, 0, 2, 0, 0), i0, min(CHUNK, n - i0), n_pair, ia, ib, zc, zs)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _squash_stage(a: np.ndarray, u: np.ndarray, ld: np.ndarray, reps: int) -> None:
+    """``reps`` passes of ``tanh32`` then ``unsquash`` over an L1-sized block."""
+    for _ in range(reps):
+        for i in range(a.shape[0]):
+            a[i] = tanh32(a[i])
+        for i in range(a.shape[0]):
+            u[i], ld[i] = unsquash(a[i])
 
 
 def _stages() -> dict[str, Callable[[], Any]]:
@@ -71,6 +98,9 @@ def _stages() -> dict[str, Callable[[], Any]]:
     mu = rng.standard_normal((4096, 6)).astype(np.float32)
     ls = (0.2 * rng.standard_normal(6) - 0.5).astype(np.float32)
     act, logp = np.empty((4096, 6), np.float32), np.empty(4096, np.float32)
+    zc, zs = np.empty(4 * CHUNK, np.float32), np.empty(4 * CHUNK, np.float32)
+    sa = np.tanh(rng.standard_normal(SQ_BLOCK) * 2).astype(np.float32)
+    su, sl = np.empty_like(sa), np.empty_like(sa)
     tm = torch.from_numpy(mu)
     tls = torch.from_numpy(np.ascontiguousarray(np.broadcast_to(ls, mu.shape)))
 
@@ -99,6 +129,12 @@ def _stages() -> dict[str, Callable[[], Any]]:
         "sample_gaussian [4096x6]": sample(),
         "sample_gaussian deterministic (no normals drawn)": sample(deterministic=True),
         "sample_gaussian squash=True": sample(squash=True),
+        "gaussian stage: Philox + Box-Muller, 24,576 normals": lambda: _normals_stage(
+            4096, 6, zc, zs
+        ),
+        "squash stage: tanh32 + unsquash, 24,576 actions in L1": lambda: _squash_stage(
+            sa, su, sl, 4096 * 6 // SQ_BLOCK
+        ),
         "torch Normal sample + log_prob, log_std [N, A]": torch_normal,
         "sample_categorical N = 1, numpy": lambda: fastppo.sample_categorical(
             one, seed=1, counter=2

@@ -103,9 +103,9 @@ def expf32_nonpos(x):  # pragma: no cover - compiled
 
 
 # ---------------------------------------------------------------- float64
-# fdlibm's ``exp`` and ``log`` (Sun Microsystems, 1993: e_exp.c, e_log.c) and
-# Cephes' ``tanh`` (S. Moshier), written branch-free for the ranges the
-# Gaussian sampler needs, so the loops that call them vectorise. Each is a
+# fdlibm's ``exp`` (Sun Microsystems, 1993: e_exp.c; the Gaussian sampler's
+# std) and Cephes' ``tanh`` (S. Moshier; the float64 MLP's tanh layers),
+# written branch-free, so the loops that call them vectorise. Each is a
 # sequence of float64 IEEE operations (callers compile them without
 # ``contract``), reproduced bit for bit by :mod:`fastppo.reference.fastmath`.
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 = HI + LO, HI exact in 32 bits
@@ -144,45 +144,6 @@ def exp64(x):  # pragma: no cover - compiled
     y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
     ki = np.float64(kd).view(np.int64) - _SHIFT64_BITS
     return y * np.int64((ki + _I1023) << _I52).view(np.float64)
-
-
-_L1 = 6.666666666666735130e-01
-_L2 = 3.999999999940941908e-01
-_L3 = 2.857142874366239149e-01
-_L4 = 2.222219843214978396e-01
-_L5 = 1.818357216161805012e-01
-_L6 = 1.531383769920937332e-01
-_L7 = 1.479819860511658591e-01
-_MANT64 = np.int64(0x000FFFFFFFFFFFFF)
-_ONE64_BITS = np.int64(0x3FF0000000000000)
-_TWO52_BITS = np.int64(0x4330000000000000)  # 2**52: OR-ing a small integer in adds it
-_SQRT2 = 1.41421356237309504880
-
-
-@inline
-def log64(x):  # pragma: no cover - compiled
-    """float64 natural log of a normal ``x > 0`` (fdlibm ``e_log.c``), branch-free.
-
-    ``x = 2**k (1 + f)`` with ``1 + f`` in ``[sqrt(2)/2, sqrt(2))`` from the
-    bits (``f`` exact), ``s = f / (2 + f)``, ``log(1 + f) = f - (f^2/2 - s
-    (f^2/2 + R(s^2)))``, plus ``k ln2`` in two parts. Within 1 ulp.
-    """
-    b = np.float64(x).view(np.int64)
-    # the biased exponent as a float64 without an int64 -> float64 convert
-    # (AVX2 has none): 2**52 + e from the bits, minus 2**52
-    e = np.int64(_TWO52_BITS | (b >> _I52)).view(np.float64) - 4503599627370496.0
-    m = np.int64((b & _MANT64) | _ONE64_BITS).view(np.float64)
-    big = m > _SQRT2
-    m = m * 0.5 if big else m
-    k = e - 1023.0 + (1.0 if big else 0.0)
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    t1 = w * (_L2 + w * (_L4 + w * _L6))
-    t2 = z * (_L1 + w * (_L3 + w * (_L5 + w * _L7)))
-    hfsq = 0.5 * f * f
-    return k * _LN2_HI - ((hfsq - (s * (hfsq + (t1 + t2)) + k * _LN2_LO)) - f)
 
 
 _TP0 = -9.64399179425052238628e-01

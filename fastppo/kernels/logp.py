@@ -86,7 +86,9 @@ def gaussian_logp_entropy(
             a = float(act[i, j])
             ld = 0.0
             if squash:
-                a, ld = unsquash(a)
+                ua, la = unsquash(a)
+                a = np.float64(ua)
+                ld = np.float64(la)
             z = (a - mean[i, j]) * math.exp(-ls)
             lp = -0.5 * z * z - ls - HALF_LOG_2PI - ld
             total += lp

@@ -309,7 +309,12 @@ def head_rows(
                 s = min(max(raw, ls_lo), ls_hi)
                 sigma = math.exp(s)
                 a = np.float64(act_f[r, d])
-                u, ld = unsquash(a) if head == HEAD_SQUASHED else (a, 0.0)
+                u = a
+                ld = 0.0
+                if head == HEAD_SQUASHED:
+                    ua, la = unsquash(a)
+                    u = np.float64(ua)
+                    ld = np.float64(la)
                 z = (u - out[ob + d]) / sigma
                 lp_sum += -0.5 * z * z - s - _HALF_LOG_2PI
                 if head == HEAD_SQUASHED:

@@ -1,5 +1,5 @@
 """Pure-numpy twins of :mod:`fastppo.kernels.fastmath` (``expf32``, ``exp64``,
-``log64``, ``tanh64``), bit for bit.
+``tanh64``, ``tanh32``), bit for bit.
 
 Each step is one IEEE operation of the kernel's width, in its order (no FMA), so
 the results match the compiled function exactly; see the kernel module for
@@ -55,24 +55,6 @@ def exp64(x: npt.ArrayLike) -> np.ndarray:
     return y * _bits_to_f64((ki + K._I1023) << K._I52)
 
 
-def log64(x: npt.ArrayLike) -> np.ndarray:
-    """float64 natural log of normal ``x > 0`` (fdlibm, as the kernel)."""
-    b = np.asarray(x, dtype=np.float64).view(np.int64)
-    e = _bits_to_f64(K._TWO52_BITS | (b >> K._I52)) - 4503599627370496.0
-    m = _bits_to_f64((b & K._MANT64) | K._ONE64_BITS)
-    big = m > K._SQRT2
-    m = np.where(big, m * 0.5, m)
-    k = e - 1023.0 + np.where(big, 1.0, 0.0)
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    t1 = w * (K._L2 + w * (K._L4 + w * K._L6))
-    t2 = z * (K._L1 + w * (K._L3 + w * (K._L5 + w * K._L7)))
-    hfsq = 0.5 * f * f
-    return k * K._LN2_HI - ((hfsq - (s * (hfsq + (t1 + t2)) + k * K._LN2_LO)) - f)
-
-
 def tanh64(u: npt.ArrayLike) -> np.ndarray:
     """float64 ``tanh(u)`` (Cephes, as the kernel)."""
     u = np.asarray(u, dtype=np.float64)
@@ -85,3 +67,19 @@ def tanh64(u: npt.ArrayLike) -> np.ndarray:
         t = exp64(-2.0 * np.minimum(au, K._TANH_BIG))
     big = (1.0 - t) / (1.0 + t)
     return np.copysign(np.where(au < K._TANH_SMALL, small, big), u)
+
+
+def tanh32(x: npt.ArrayLike) -> np.ndarray:
+    """float32 ``tanh(x)`` (Eigen's rational, as the kernel)."""
+    x = np.asarray(x, dtype=np.float32)
+    xc = np.minimum(np.maximum(x, -K._TANH32_CLAMP), K._TANH32_CLAMP)
+    x2 = xc * xc
+    p = x2 * K._TA13 + K._TA11
+    for c in (K._TA9, K._TA7, K._TA5, K._TA3, K._TA1):
+        p = x2 * p + c
+    q = x2 * K._TB6 + K._TB4
+    for c in (K._TB2, K._TB0):
+        q = x2 * q + c
+    r = (xc * p) / q
+    r = np.where(np.abs(x) < K._TANH32_TINY, x, r)
+    return np.where(x == x, r, x).astype(np.float32)

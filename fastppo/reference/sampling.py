@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from fastppo.reference.fastmath import exp64, expf32, tanh64
+from fastppo.reference.fastmath import exp64, expf32, tanh32
 from fastppo.reference.rng import env_normals, env_uniforms, log32
 
 _f32 = np.float32
@@ -103,9 +103,11 @@ def sample_gaussian(
     squash: bool = False,
     deterministic: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``a = mean + exp(log_std) z`` (``tanh`` of it when squashed), float32 Box-Muller ``z``.
+    """``a = mean + exp(log_std) z`` (``tanh32(float32(a))`` when squashed), float32
+    Box-Muller ``z``.
 
-    ``exp`` and ``tanh`` are the kernels' ``exp64`` / ``tanh64`` twins (1-2 ulp of libm).
+    ``exp`` and ``tanh32`` are the kernels' twins (1 ulp of libm, Eigen's float32
+    rational). The squashed log-density is the exact float64 one at the float32 action.
     """
     n, a_dim = mean.shape
     ls2 = np.broadcast_to(log_std, mean.shape)
@@ -120,7 +122,7 @@ def sample_gaussian(
             zz = float(z[i, j])
             u = mu + float(exp64(ls)) * zz
             lp = -0.5 * zz * zz - ls - HALF_LOG_2PI
-            act[i, j] = float(tanh64(u)) if squash else u
+            act[i, j] = tanh32(np.float32(u)) if squash else u
             total += lp
         logp[i] = total
     if squash:

@@ -77,10 +77,13 @@ def sample_gaussian(
 
     Notes
     -----
-    ``u = mean + exp(log_std) * z`` with ``z`` standard normal from the env's
-    stream by Box-Muller (pair ``j // 2`` of uniforms; cosine for even ``j``,
-    sine for odd). ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``,
-    finite even where ``tanh(u)`` rounds to 1 (Haarnoja et al. 2018).
+    ``u = mean + exp(log_std) * z`` (float64) with ``z`` standard normal
+    from the env's stream by Box-Muller (pair ``j // 2`` of uniforms; cosine
+    for even ``j``, sine for odd). Squashed, the action is float32 ``tanh``
+    of ``float32(u)`` (Eigen's rational, within 8 ulp) and ``logp`` is the
+    density of that action exactly as :func:`gaussian_logp_entropy` computes
+    it: at ``atanh(a)``, minus ``log(1 - a^2)``, both in float32, finite
+    even where ``a`` rounds to 1 (Haarnoja et al. 2018).
     Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
     """
     fn = "sample_gaussian"

@@ -90,9 +90,11 @@ def gaussian_logp_entropy(
     mean : float32 or float64 array [N, A]
     log_std : array [N, A] or [A], same dtype; ``|log_std| < 700`` (``LOG_STD_LIMIT``)
     actions : float32 or float64 array [N, A]
-        With ``squash``, values in [-1, 1]; ``u = atanh(a)`` with ``a`` clipped
-        to ``+-(1 - 2**-24)`` (float32 ``tanh`` saturates at 1 for ``|u| > 9``,
-        so the exact pre-image is lost there).
+        With ``squash``, values in [-1, 1]; ``u = atanh(a)`` and ``log(1 -
+        a^2)`` are evaluated in float32 at ``float32(a)`` (the samplers' action
+        dtype: ``u`` within 2 ulp, the log-det within 1 ulp + 1.5e-7), with
+        ``a`` clipped to ``+-(1 - 2**-24)`` (float32 ``tanh`` saturates at 1
+        for ``|u| > 9``, so the exact pre-image is lost there).
     squash : bool, default False
     squashed_entropy : bool, default False
         With ``squash``: return the estimate of the squashed policy's entropy
