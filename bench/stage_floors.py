@@ -56,13 +56,10 @@ def _exp_stage(t: np.ndarray, b: np.ndarray, rho: np.ndarray, reps: int) -> None
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _normals_stage(n: int, a_dim: int, zc: np.ndarray, zs: np.ndarray) -> None:
+def _normals_stage(n: int, a_dim: int, w: np.ndarray, z: np.ndarray) -> None:
     """The Gaussian sampler's Philox + Box-Muller stage for ``n`` envs, chunk by chunk."""
-    n_pair = (a_dim + 1) // 2
-    ia = np.empty(zc.shape[0], np.int32)
-    ib = np.empty(zc.shape[0], np.int32)
     for i0 in range(0, n, CHUNK):
-        chunk_normals((1, 0, 2, 0, 0), i0, min(CHUNK, n - i0), n_pair, ia, ib, zc, zs)
+        chunk_normals((1, 0, 2, 0, 0), i0, min(CHUNK, n - i0), (a_dim + 1) // 2, w, z)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -98,7 +95,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
     mu = rng.standard_normal((4096, 6)).astype(np.float32)
     ls = (0.2 * rng.standard_normal(6) - 0.5).astype(np.float32)
     act, logp = np.empty((4096, 6), np.float32), np.empty(4096, np.float32)
-    zc, zs = np.empty(4 * CHUNK, np.float32), np.empty(4 * CHUNK, np.float32)
+    zw, zz = np.empty(8 * CHUNK, np.int32), np.empty(8 * CHUNK, np.float32)
     sa = np.tanh(rng.standard_normal(SQ_BLOCK) * 2).astype(np.float32)
     su, sl = np.empty_like(sa), np.empty_like(sa)
     tm = torch.from_numpy(mu)
@@ -130,7 +127,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
         "sample_gaussian deterministic (no normals drawn)": sample(deterministic=True),
         "sample_gaussian squash=True": sample(squash=True),
         "gaussian stage: Philox + Box-Muller, 24,576 normals": lambda: _normals_stage(
-            4096, 6, zc, zs
+            4096, 6, zw, zz
         ),
         "squash stage: tanh32 + unsquash, 24,576 actions in L1": lambda: _squash_stage(
             sa, su, sl, 4096 * 6 // SQ_BLOCK

@@ -70,7 +70,7 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.kernels.returns": (_SWEEP, 12),
     "fastppo.kernels.chunks": ((), 0.1),
     _CAT: ((), 23),
-    _GAUSS: ((), 21),
+    _GAUSS: ((), 27),
     "fastppo.kernels.logp": ((), 7),
     "fastppo.kernels.codec": ((), 4.5),
     "fastppo.kernels.checks": ((), 1),

@@ -128,3 +128,75 @@ def load1(x, i, j, kind):  # pragma: no cover - compiled
     if half_bits(x):  # KIND_BF16
         return np.float64(bf16_to_f32(x[i, j]))
     return np.float64(x[i, j])
+
+
+# ------------------------------------------------------------ chunk tiles
+# A chunk's [rows, w] block of a C-ordered array and its tile ``tile[j *
+# CHUNK + i]`` (envs in the vector lanes; flat: indexed as 2-D arrays the
+# two transposes of a [4096x6] Gaussian took a third longer), converted in
+# both directions. With
+# ``w`` a compile-time constant LLVM vectorises the strided group of ``w``
+# loads or stores per row with shuffles; with a run-time ``w`` every element
+# is a scalar load and store (a [4096x6] Gaussian's column writes cost 21 us
+# that way, 7 us through a tile). So the widths of common action spaces, 1
+# to 8, get a loop each; wider rows take the generic one.
+
+
+@inline
+def _rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
+    for i in range(rows):
+        for j in range(w):
+            tile[j * CHUNK + i] = src[i * w + j]
+
+
+@inline
+def _tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
+    for i in range(rows):
+        for j in range(w):
+            dst[i * w + j] = tile[j * CHUNK + i]
+
+
+@subroutine
+def rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
+    """``tile[j * CHUNK + i] = src[i * w + j]`` for ``i < rows``, ``j < w`` (converting)."""
+    if w == 1:
+        _rows_to_tile(src, tile, rows, 1)
+    elif w == 2:
+        _rows_to_tile(src, tile, rows, 2)
+    elif w == 3:
+        _rows_to_tile(src, tile, rows, 3)
+    elif w == 4:
+        _rows_to_tile(src, tile, rows, 4)
+    elif w == 5:
+        _rows_to_tile(src, tile, rows, 5)
+    elif w == 6:
+        _rows_to_tile(src, tile, rows, 6)
+    elif w == 7:
+        _rows_to_tile(src, tile, rows, 7)
+    elif w == 8:
+        _rows_to_tile(src, tile, rows, 8)
+    else:
+        _rows_to_tile(src, tile, rows, w)
+
+
+@subroutine
+def tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
+    """``dst[i * w + j] = tile[j * CHUNK + i]`` for ``i < rows``, ``j < w`` (converting)."""
+    if w == 1:
+        _tile_to_rows(tile, dst, rows, 1)
+    elif w == 2:
+        _tile_to_rows(tile, dst, rows, 2)
+    elif w == 3:
+        _tile_to_rows(tile, dst, rows, 3)
+    elif w == 4:
+        _tile_to_rows(tile, dst, rows, 4)
+    elif w == 5:
+        _tile_to_rows(tile, dst, rows, 5)
+    elif w == 6:
+        _tile_to_rows(tile, dst, rows, 6)
+    elif w == 7:
+        _tile_to_rows(tile, dst, rows, 7)
+    elif w == 8:
+        _tile_to_rows(tile, dst, rows, 8)
+    else:
+        _tile_to_rows(tile, dst, rows, w)

@@ -36,6 +36,8 @@ from fastppo.kernels.chunks import (
     first_bad,
     half_bits,
     load1,
+    rows_to_tile,
+    tile_to_rows,
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.fastmath import exp64, tanh32
@@ -177,33 +179,35 @@ def gaussian(
 
 
 @subroutine
-def chunk_normals(stream, i0, rows, n_pair, ia, ib, zc, zs):  # pragma: no cover - compiled
-    """Box-Muller pairs ``p < n_pair`` of rows ``i0 + i``, ``i < rows``: cosines in
-    ``zc[p * CHUNK + i]``, sines in ``zs[p * CHUNK + i]`` (``ia``/``ib`` scratch).
+def chunk_normals(stream, i0, rows, n_pair, w, z):  # pragma: no cover - compiled
+    """Normal ``j`` of row ``i0 + i`` in ``z[j * CHUNK + i]`` for ``j < 2 n_pair``,
+    ``i < rows`` (``w`` int32 scratch of ``4 ceil(n_pair / 2) CHUNK``: the radius
+    and angle words of pair ``p`` in rows ``2p`` and ``2p + 1``).
 
     Philox for every (block, env) of the chunk with envs innermost, then
     Box-Muller as a separate pass: both loops vectorise (8 float32 normals per
     instruction), the Philox one on 4 envs per register. All four words of a
-    block are used: pair 2b from (w0, w1), pair 2b + 1 from (w2, w3).
+    block are used: pair 2b from (w0, w1), pair 2b + 1 from (w2, w3). The
+    rows are slices of flat arrays: rows of 2-D arrays (indexed or as views)
+    made LLVM compile the Box-Muller loop to scalar code, 6x slower.
     """
     n_blk = (n_pair + 1) // 2
-    # views indexed from 0: no negative-index wrap for LLVM to keep
     for b in range(n_blk):
-        ia0 = ia[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-        ib0 = ib[2 * b * CHUNK : (2 * b + 1) * CHUNK]
-        ia1 = ia[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
-        ib1 = ib[(2 * b + 1) * CHUNK : (2 * b + 2) * CHUNK]
+        r0 = w[4 * b * CHUNK : (4 * b + 1) * CHUNK]
+        a0 = w[(4 * b + 1) * CHUNK : (4 * b + 2) * CHUNK]
+        r1 = w[(4 * b + 2) * CHUNK : (4 * b + 3) * CHUNK]
+        a1 = w[(4 * b + 3) * CHUNK : (4 * b + 4) * CHUNK]
         for i in range(rows):
             w0, w1, w2, w3 = env_block(stream, i0 + i, b)
-            ia0[i], ib0[i] = normal_words(w0, w1)
-            ia1[i], ib1[i] = normal_words(w2, w3)
+            r0[i], a0[i] = normal_words(w0, w1)
+            r1[i], a1[i] = normal_words(w2, w3)
     for p in range(n_pair):
-        iap = ia[p * CHUNK : (p + 1) * CHUNK]
-        ibp = ib[p * CHUNK : (p + 1) * CHUNK]
-        zcp = zc[p * CHUNK : (p + 1) * CHUNK]
-        zsp = zs[p * CHUNK : (p + 1) * CHUNK]
+        wr = w[2 * p * CHUNK : (2 * p + 1) * CHUNK]
+        wa = w[(2 * p + 1) * CHUNK : (2 * p + 2) * CHUNK]
+        zc = z[2 * p * CHUNK : (2 * p + 1) * CHUNK]
+        zs = z[(2 * p + 1) * CHUNK : (2 * p + 2) * CHUNK]
         for i in range(rows):
-            zcp[i], zsp[i] = box_muller32(iap[i], ibp[i])
+            zc[i], zs[i] = box_muller32(wr[i], wa[i])
 
 
 @kernel(
@@ -238,97 +242,102 @@ def _gaussian_task(
     n_chunks = (n + CHUNK - 1) // CHUNK
     n_pair = (a_dim + 1) // 2
     n_blk = (n_pair + 1) // 2
-    ia = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
-    ib = np.empty(n_blk * 2 * CHUNK, dtype=np.int32)
-    zc = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
-    zs = np.empty(n_blk * 2 * CHUNK, dtype=np.float32)
+    # scratch, once per task. Tiles are [column, row] (rows in the vector
+    # lanes), each also flat for the subroutines (see chunks.rows_to_tile):
+    # the Philox words (pair p's in rows 2p, 2p + 1) and the normals (normal
+    # j in row j); the chunk's means, per-env log-stds and actions
+    nz = 4 * n_blk * CHUNK
+    nl = 0 if shared_std else a_dim
+    w = np.empty(nz, dtype=np.int32)
+    zf = np.empty(nz, dtype=np.float32)
+    Z = zf.reshape(4 * n_blk, CHUNK)
+    mtf = np.empty(a_dim * CHUNK, dtype=np.float64)
+    MT = mtf.reshape(a_dim, CHUNK)
+    ltf = np.empty(nl * CHUNK, dtype=np.float64)
+    LT = ltf.reshape(nl, CHUNK)
+    atf = np.empty(a_dim * CHUNK, dtype=np.float32)
+    AT = atf.reshape(a_dim, CHUNK)
     lacc = np.empty(CHUNK, dtype=np.float64)
-    # per-env columns (per-env log-std or squash); the plain call needs none,
-    # and four allocations per task would cost it 3%
-    cols = np.empty(3 * CHUNK if squash or not shared_std else 3, dtype=np.float64)
-    mu = cols[0 : cols.shape[0] // 3]
-    ls = cols[cols.shape[0] // 3 : 2 * cols.shape[0] // 3]
-    sd = cols[2 * cols.shape[0] // 3 :]
-    sq32 = np.empty(3 * CHUNK if squash else 3, dtype=np.float32)
-    a32 = sq32[0 : sq32.shape[0] // 3]
-    u32 = sq32[sq32.shape[0] // 3 : 2 * sq32.shape[0] // 3]
-    ld32 = sq32[2 * sq32.shape[0] // 3 :]
-    # float storage (kind F32/F64): no decode, tight loops; only one side compiles
-    plain = not half_bits(pm)
+    # one column's log-stds and stds (per-env log-std or squash) and the
+    # squash's float32 atanh and log-det
+    per_env = squash or not shared_std
+    cols = np.empty((2, CHUNK if per_env else 1), dtype=np.float64)
+    ls, sd = cols[0], cols[1]
+    sq = np.empty((2, CHUNK if squash else 1), dtype=np.float32)
+    u32, ld32 = sq[0], sq[1]
+    # float storage whose rows are exactly the means (the array path): the
+    # chunk's block is contiguous and is transposed; otherwise (columns of a
+    # wider row, or float16/bfloat16 bits) each column is loaded and decoded
+    whole_m = not half_bits(pm) and mcol == 0 and pm.shape[1] == a_dim
+    whole_l = not half_bits(pl) and lcol == 0 and pl.shape[1] == a_dim
+    pmf = pm.reshape(pm.size)
+    plf = pl.reshape(pl.size)
+    actf = act.reshape(act.size)
     for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
         i0 = c * CHUNK
         rows = min(n, i0 + CHUNK) - i0
         if deterministic:
-            zc[:] = 0.0
-            zs[:] = 0.0
+            for j in range(a_dim):
+                for i in range(rows):
+                    Z[j, i] = 0.0
         else:
-            chunk_normals(stream, i0, rows, n_pair, ia, ib, zc, zs)
-        # then dimension by dimension with envs innermost: the normals are
-        # read contiguously and the log-density accumulates per env in
-        # ``lacc`` (same j order as a row loop, so the same float64 sums).
-        # Every loop below is branch-free, so each vectorises.
-        lacc[:] = 0.0
+            chunk_normals(stream, i0, rows, n_pair, w, zf)
+        if whole_m:
+            rows_to_tile(pmf[i0 * a_dim : (i0 + rows) * a_dim], mtf, rows, a_dim)
+        else:
+            for j in range(a_dim):
+                for i in range(rows):
+                    MT[j, i] = load1(pm, i0 + i, mcol + j, kind)
+        if not shared_std and whole_l:
+            rows_to_tile(plf[i0 * a_dim : (i0 + rows) * a_dim], ltf, rows, a_dim)
+        elif not shared_std:
+            for j in range(a_dim):
+                for i in range(rows):
+                    LT[j, i] = load1(pl, i0 + i, lcol + j, kind)
+        # then dimension by dimension with envs innermost: the log-density
+        # accumulates per env in ``lacc`` (same j order as a row loop, so the
+        # same float64 sums). Every loop below is branch-free, so each
+        # vectorises.
+        for i in range(rows):
+            lacc[i] = 0.0
         for j in range(a_dim):
-            zsrc = zs if j & 1 else zc
-            off = (j >> 1) * CHUNK
-            zv = zsrc[off : off + CHUNK]
-            actj = act[i0 : i0 + rows, j]
             if shared_std and not squash:
                 lsj = ls0[j]
                 sdj = sd0[j]
-                if plain:
-                    pmj = pm[i0 : i0 + rows, mcol + j]
-                    for i in range(rows):
-                        actj[i] = np.float64(pmj[i]) + sdj * np.float64(zv[i])
-                else:
-                    for i in range(rows):
-                        actj[i] = load1(pm, i0 + i, mcol + j, kind) + sdj * np.float64(zv[i])
                 for i in range(rows):
-                    zj = np.float64(zv[i])
+                    zj = np.float64(Z[j, i])
+                    AT[j, i] = MT[j, i] + sdj * zj
                     lacc[i] += -0.5 * zj * zj - lsj - HALF_LOG_2PI
                 continue
-            # the column's means, log-stds and stds, one env per lane
-            if plain:
-                pmj = pm[i0 : i0 + rows, mcol + j]
-                for i in range(rows):
-                    mu[i] = pmj[i]
-            else:
-                for i in range(rows):
-                    mu[i] = load1(pm, i0 + i, mcol + j, kind)
+            # the column's log-stds and stds, one env per lane
             if shared_std:
-                ls[:rows] = ls0[j]
-                sd[:rows] = sd0[j]
-            else:
-                if plain:
-                    plj = pl[i0 : i0 + rows, lcol + j]
-                    for i in range(rows):
-                        ls[i] = plj[i]
-                else:
-                    for i in range(rows):
-                        ls[i] = load1(pl, i0 + i, lcol + j, kind)
                 for i in range(rows):
-                    sd[i] = exp64(ls[i])
+                    ls[i] = ls0[j]
+                    sd[i] = sd0[j]
+            else:
+                for i in range(rows):
+                    ls[i] = LT[j, i]
+                    sd[i] = exp64(LT[j, i])
             if squash:
                 # u in float64, then float32 passes (eight lanes): the action
                 # tanh32(float32(u)) and, exactly as gaussian_logp_entropy and
                 # the MLP head evaluate it, the density of that action
                 for i in range(rows):
-                    a32[i] = np.float32(mu[i] + sd[i] * np.float64(zv[i]))
+                    AT[j, i] = np.float32(MT[j, i] + sd[i] * np.float64(Z[j, i]))
                 for i in range(rows):
-                    a32[i] = tanh32(a32[i])
+                    AT[j, i] = tanh32(AT[j, i])
                 # a separate loop: fused with tanh32 it ran 1.5x slower
                 for i in range(rows):
-                    u32[i], ld32[i] = unsquash(a32[i])
+                    u32[i], ld32[i] = unsquash(AT[j, i])
                 for i in range(rows):
-                    zj = (np.float64(u32[i]) - mu[i]) / sd[i]
+                    zj = (np.float64(u32[i]) - MT[j, i]) / sd[i]
                     lacc[i] += -0.5 * zj * zj - ls[i] - HALF_LOG_2PI - np.float64(ld32[i])
-                for i in range(rows):
-                    actj[i] = a32[i]
             else:
                 for i in range(rows):
-                    zj = np.float64(zv[i])
-                    actj[i] = mu[i] + sd[i] * zj
+                    zj = np.float64(Z[j, i])
+                    AT[j, i] = MT[j, i] + sd[i] * zj
                     lacc[i] += -0.5 * zj * zj - ls[i] - HALF_LOG_2PI
+        tile_to_rows(atf, actf[i0 * a_dim : (i0 + rows) * a_dim], rows, a_dim)
         lo = logp[i0 : i0 + rows]  # indexed from 0: no negative-index wrap
         for i in range(rows):
             lo[i] = lacc[i]
