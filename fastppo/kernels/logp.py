@@ -6,17 +6,20 @@ the inputs first.
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
-from fastppo._jit import kernel_pair
+from fastppo._jit import kernel, kernel_pair
 from fastppo.kernels.chunks import (
     CHUNK,
+    KIND_F32,
+    KIND_F64,
+    TASK,
     first_bad,
+    rows_to_tile,
 )
-from fastppo.kernels.gaussian import HALF_LOG_2PI
+from fastppo.kernels.fastmath import exp64
+from fastppo.kernels.gaussian import HALF_LOG_2PI, LOG_STD_LIMIT, _gaussian_rows_ok
 from fastppo.kernels.softmax import lse_entropy
 from fastppo.kernels.squash import unsquash
 
@@ -60,43 +63,123 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
 categorical_logp_entropy_serial, categorical_logp_entropy_parallel = categorical_logp_entropy
 
 
-@kernel_pair("void(F_2, F_2, b1, F_2, b1, b1, F_1w, F_1w)")
+#: ``|a| < SQUASH_BOUND`` is ``|a| <= 1`` for a float32 or float64 action.
+SQUASH_BOUND = float(np.nextafter(1.0, 2.0))
+
+
+@kernel_pair("i8(F_2, F_2, b1, F_2, b1, b1, F_1w, F_1w)")
 def gaussian_logp_entropy(
     mean, log_std, shared_std, act, squash, squashed_entropy, logp, ent
 ):  # pragma: no cover - compiled
-    """Diagonal-Gaussian log-prob of stored actions and entropy.
+    """Diagonal-Gaussian log-prob of stored actions and entropy; returns -1 or the
+    first env whose mean, log-std or action is refused (nothing written then).
 
-    ``logp = sum_j (-((a_j - mu_j) / sigma_j)^2 / 2 - log_std_j - log(2 pi)/2)``;
-    with ``squash``, ``u = atanh(a)`` replaces ``a`` and ``log(1 - tanh(u)^2)``
-    is subtracted per dimension (one clip limit and log-det: ``kernels.squash``).
-    ``ent = sum_j (log_std_j + 1/2 + log(2 pi)/2)``, plus ``sum_j log(1 -
-    tanh(u_j)^2)`` with ``squashed_entropy`` (and ``squash``): the one-sample
-    estimate of the squashed policy's entropy. Inputs are validated by the caller.
+    ``logp = sum_j (-z_j^2 / 2 - log_std_j - log(2 pi)/2)`` with ``z = (a - mu)
+    exp(-log_std)``; with ``squash``, ``u = atanh(a)`` replaces ``a`` and
+    ``log(1 - tanh(u)^2)`` is subtracted per dimension (one clip limit and
+    log-det: ``kernels.squash``). ``ent = sum_j (log_std_j + 1/2 + log(2
+    pi)/2)``, plus ``sum_j log(1 - tanh(u_j)^2)`` with ``squashed_entropy``:
+    the one-sample estimate of the squashed policy's entropy. Refused: a
+    non-finite mean or action, ``|log_std| >= LOG_STD_LIMIT``, and with
+    ``squash`` an action outside ``[-1, 1]``. Chunks of rows run through
+    [column, row] tiles as in :func:`fastppo.kernels.gaussian.gaussian`, so
+    every loop has envs in its vector lanes.
     """
     n = mean.shape[0]
     a_dim = mean.shape[1]
-    for i in numba.prange(n):
-        # prange indices are unsigned: keep the row index int64 so the
-        # branch below does not unify int64 with uint64 (-> float64).
-        il = np.int64(0) if shared_std else np.int64(i)
-        total = 0.0
-        h = 0.0
+    kind = KIND_F32 if mean.itemsize == 4 else KIND_F64
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    n_tasks = (n_chunks + TASK - 1) // TASK
+    if shared_std and n > 0:
+        if _gaussian_rows_ok(log_std, 0, log_std, 0, a_dim, kind, True, 0, 1, LOG_STD_LIMIT) >= 0:
+            return 0
+    bound = SQUASH_BOUND if squash else np.inf
+    bad = np.full(n_tasks, -1, dtype=np.int64)
+    for t in numba.prange(n_tasks):
+        i0 = t * TASK * CHUNK
+        i1 = min(n, i0 + TASK * CHUNK)
+        bp = _gaussian_rows_ok(mean, 0, log_std, 0, a_dim, kind, shared_std, i0, i1, np.inf)
+        # the actions, checked as a mean is (log-std row: themselves, shared)
+        ba = _gaussian_rows_ok(act, 0, act, 0, a_dim, kind, True, i0, i1, bound)
+        bad[t] = bp if bp >= 0 and (ba < 0 or bp <= ba) else ba
+    first = first_bad(bad)
+    if first >= 0:
+        return first
+    # a state-independent log-std: exp(-log_std) once per dimension
+    ls0 = np.empty(a_dim, dtype=np.float64)
+    isd0 = np.empty(a_dim, dtype=np.float64)
+    if shared_std:
         for j in range(a_dim):
-            ls = np.float64(log_std[il, j])
-            a = float(act[i, j])
-            ld = 0.0
+            ls0[j] = log_std[0, j]
+            isd0[j] = exp64(-ls0[j])
+    for t in numba.prange(n_tasks):
+        _logp_task(
+            mean, log_std, shared_std, act, squash, squashed_entropy, logp, ent, t, ls0, isd0
+        )
+    return -1
+
+
+@kernel("void(F_2, F_2, b1, F_2, b1, b1, F_1w, F_1w, i8, f8_1, f8_1)")
+def _logp_task(
+    mean, log_std, shared_std, act, squash, squashed_entropy, logp, ent, t, ls0, isd0
+):  # pragma: no cover - compiled
+    """Chunks ``[t * TASK, (t + 1) * TASK)`` of :func:`gaussian_logp_entropy`."""
+    n = mean.shape[0]
+    a_dim = mean.shape[1]
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    # tiles [column, row], each also flat for chunks.rows_to_tile
+    mtf = np.empty(a_dim * CHUNK, dtype=np.float64)
+    MT = mtf.reshape(a_dim, CHUNK)
+    atf = np.empty(a_dim * CHUNK, dtype=np.float64)
+    AT = atf.reshape(a_dim, CHUNK)
+    ltf = np.empty(0 if shared_std else a_dim * CHUNK, dtype=np.float64)
+    LT = ltf.reshape(0 if shared_std else a_dim, CHUNK)
+    acc = np.empty((4, CHUNK), dtype=np.float64)
+    lacc, hacc, ls, isd = acc[0], acc[1], acc[2], acc[3]
+    sq = np.empty((2, CHUNK), dtype=np.float32)
+    u32, ld32 = sq[0], sq[1]
+    mf = mean.reshape(mean.size)
+    af = act.reshape(act.size)
+    lf = log_std.reshape(log_std.size)
+    for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+        i0 = c * CHUNK
+        rows = min(n, i0 + CHUNK) - i0
+        rows_to_tile(mf[i0 * a_dim : (i0 + rows) * a_dim], mtf, rows, a_dim)
+        rows_to_tile(af[i0 * a_dim : (i0 + rows) * a_dim], atf, rows, a_dim)
+        if not shared_std:
+            rows_to_tile(lf[i0 * a_dim : (i0 + rows) * a_dim], ltf, rows, a_dim)
+        for i in range(rows):
+            lacc[i] = 0.0
+            hacc[i] = 0.0
+        # dimension by dimension, envs in the lanes; the sums run in j order
+        for j in range(a_dim):
+            if shared_std:
+                for i in range(rows):
+                    ls[i] = ls0[j]
+                    isd[i] = isd0[j]
+            else:
+                for i in range(rows):
+                    ls[i] = LT[j, i]
+                    isd[i] = exp64(-LT[j, i])
             if squash:
-                ua, la = unsquash(a)
-                a = np.float64(ua)
-                ld = np.float64(la)
-            z = (a - mean[i, j]) * math.exp(-ls)
-            lp = -0.5 * z * z - ls - HALF_LOG_2PI - ld
-            total += lp
-            h += ls + 0.5 + HALF_LOG_2PI
-            if squashed_entropy:
-                h += ld
-        logp[i] = total
-        ent[i] = h
+                for i in range(rows):
+                    u32[i], ld32[i] = unsquash(AT[j, i])
+                for i in range(rows):
+                    z = (np.float64(u32[i]) - MT[j, i]) * isd[i]
+                    ld = np.float64(ld32[i])
+                    lacc[i] += -0.5 * z * z - ls[i] - HALF_LOG_2PI - ld
+                    h = ls[i] + 0.5 + HALF_LOG_2PI
+                    hacc[i] += h + ld if squashed_entropy else h
+            else:
+                for i in range(rows):
+                    z = (AT[j, i] - MT[j, i]) * isd[i]
+                    lacc[i] += -0.5 * z * z - ls[i] - HALF_LOG_2PI
+                    hacc[i] += ls[i] + 0.5 + HALF_LOG_2PI
+        lo = logp[i0 : i0 + rows]
+        eo = ent[i0 : i0 + rows]
+        for i in range(rows):
+            lo[i] = lacc[i]
+            eo[i] = hacc[i]
 
 
 gaussian_logp_entropy_serial, gaussian_logp_entropy_parallel = gaussian_logp_entropy

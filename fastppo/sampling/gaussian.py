@@ -10,6 +10,7 @@ from fastppo import _dispatch
 from fastppo._checks import fail
 from fastppo.kernels import gaussian as _k
 from fastppo.kernels.gaussian import LOG_STD_LIMIT
+from fastppo.kernels.logp import SQUASH_BOUND
 from fastppo.sampling._common import (
     _F32,
     _flag,
@@ -27,15 +28,24 @@ def _bad_gaussian(
     row: int,
     env_offset: int,
     names: tuple[str, str] = ("mean", "log_std"),
+    actions: np.ndarray | None = None,
+    squash: bool = False,
 ) -> None:
+    """Raise the house error for the first refused value of a row a kernel reported:
+    the mean, the log-std, then (``gaussian_logp_entropy``) the action."""
     where = f"env {row}" if env_offset == 0 else f"row {row} (env {env_offset + row})"
     log_std = ls[0] if ls.shape[0] == 1 else ls[row]
-    for name, arr, bound in ((names[0], mean[row], np.inf), (names[1], log_std, LOG_STD_LIMIT)):
+    lim = f"finite and within +-{LOG_STD_LIMIT:g}"
+    checks = [(names[0], mean[row], np.inf, "finite"), (names[1], log_std, LOG_STD_LIMIT, lim)]
+    if actions is not None:
+        checks.append(("actions", actions[row], np.inf, "finite"))
+        if squash:
+            checks.append(("actions", actions[row], SQUASH_BOUND, "in [-1, 1] with squash=True"))
+    for name, arr, bound, want in checks:
         v = np.asarray(arr, dtype=np.float64)
         bad = ~(np.abs(v) < bound)
         if bad.any():
             j = int(np.argmax(bad))
-            want = "finite" if bound == np.inf else f"finite and within +-{LOG_STD_LIMIT:g}"
             fail(fn, name, want, f"{float(v[j])!r} at {where}, dimension {j}")
     raise AssertionError(f"{fn}: kernel reported row {row} but it looks valid")  # pragma: no cover
 

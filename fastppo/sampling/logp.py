@@ -10,7 +10,6 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail
 from fastppo.kernels import logp as _k
-from fastppo.kernels.gaussian import LOG_STD_LIMIT
 from fastppo.sampling._common import (
     _F32,
     _F64,
@@ -22,6 +21,7 @@ from fastppo.sampling._common import (
     gaussian_params,
 )
 from fastppo.sampling.categorical import _bad_categorical
+from fastppo.sampling.gaussian import _bad_gaussian
 
 
 def categorical_logp_entropy(
@@ -133,27 +133,6 @@ def gaussian_logp_entropy(
     sq_ent = _flag(fn, "squashed_entropy", squashed_entropy)
     if sq_ent and not sq:
         fail(fn, "squashed_entropy", "False unless squash=True", "True with squash=False")
-    for name, arr in (("mean", mu), ("log_std", ls2), ("actions", act)):
-        bound = LOG_STD_LIMIT if name == "log_std" else np.inf
-        fin = np.abs(arr) < bound
-        if not fin.all():
-            idx = np.argwhere(~fin)[0]
-            fail(
-                fn,
-                name,
-                "finite" if bound == np.inf else f"finite and within +-{LOG_STD_LIMIT:g}",
-                f"{arr[tuple(idx)]!r} at env {int(idx[0])}"
-                if arr.ndim == 2 and arr.shape[0] == n
-                else f"{arr[tuple(idx)]!r} at index {tuple(int(i) for i in idx)}",
-            )
-    if sq and ((act < -1) | (act > 1)).any():
-        idx = np.argwhere((act < -1) | (act > 1))[0]
-        fail(
-            fn,
-            "actions",
-            "in [-1, 1] with squash=True",
-            f"{act[tuple(idx)]!r} at env {int(idx[0])}",
-        )
     act = np.ascontiguousarray(act, dtype=mu.dtype)
     logp = np.empty(n, dtype=mu.dtype)
     ent = np.empty(n, dtype=mu.dtype)
@@ -162,5 +141,7 @@ def gaussian_logp_entropy(
         if n * a_dim >= _dispatch.PARALLEL_MIN_LOGITS
         else _k.gaussian_logp_entropy_serial
     )
-    kern(mu, np.ascontiguousarray(ls2), ls2.shape[0] == 1 and n != 1, act, sq, sq_ent, logp, ent)
+    st = kern(mu, ls2, ls2.shape[0] == 1 and n != 1, act, sq, sq_ent, logp, ent)
+    if st >= 0:
+        _bad_gaussian(fn, mu, ls2, st, 0, actions=act, squash=sq)
     return logp, ent

@@ -205,6 +205,104 @@ def _gaussian_group(n: int, a: int, torch: Any) -> Group:
     )
 
 
+def numpy_gaussian_logp(
+    mean: np.ndarray, log_std: np.ndarray, act: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian log-density of stored actions + entropy, vectorised in numpy (float32)."""
+    z = (act - mean) * np.exp(-log_std)
+    logp = (-0.5 * z * z - log_std - np.float32(HALF_LOG_2PI)).sum(axis=1)
+    ent = np.full(mean.shape[0], (log_std + np.float32(0.5 + HALF_LOG_2PI)).sum(), np.float32)
+    return logp, ent
+
+
+def numpy_categorical_logp(
+    logits: np.ndarray, mask: np.ndarray, act: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Masked log-softmax at stored actions + entropy, vectorised in numpy (float32)."""
+    lg = np.where(mask, logits, np.float32(-np.inf))
+    lg -= lg.max(axis=1, keepdims=True)
+    e = np.exp(lg)
+    s = e.sum(axis=1)
+    logsm = lg - np.log(s)[:, None]
+    p = e / s[:, None]
+    ent = -(p * np.where(mask, logsm, np.float32(0))).sum(axis=1)
+    return logsm[np.arange(logits.shape[0]), act], ent
+
+
+def _logp_group(n: int, a: int, torch: Any, categorical: bool) -> Group:
+    """``categorical_logp_entropy`` / ``gaussian_logp_entropy`` on stored actions (the
+    PPO update's evaluation), beside numpy and torch's distributions."""
+    import fastppo
+
+    if categorical:
+        logits, mask = _categorical_inputs(n, a, seed=7)
+        act, _ = fastppo.sample_categorical(logits, mask, seed=1, counter=2)
+        x = np.where(mask, logits.astype(np.float64), -np.inf)
+        lse = np.logaddexp.reduce(x, axis=1)
+        p = np.exp(x - lse[:, None])
+        want = (x[np.arange(n), act] - lse, -np.where(mask, p * (x - lse[:, None]), 0).sum(1))
+        impls: dict[str, Any] = {
+            "numpy vectorised": partial(numpy_categorical_logp, logits, mask, act),
+            "fastppo": partial(fastppo.categorical_logp_entropy, logits, act, mask),
+            "torch": TORCH_MISSING,
+        }
+        if torch is not None:
+            tl, tm, ta = (torch.from_numpy(v) for v in (logits, mask, act))
+
+            def torch_cat() -> tuple[np.ndarray, np.ndarray]:
+                d = torch.distributions.Categorical(
+                    logits=tl.masked_fill(~tm, float("-inf")), validate_args=False
+                )
+                return d.log_prob(ta).numpy(), d.entropy().numpy()
+
+            impls["torch"] = torch_cat
+        name = f"categorical_logp_entropy masked [{n}x{a}] float32"
+        moved = logits.nbytes + mask.nbytes + act.nbytes + 8 * n
+    else:
+        g = np.random.default_rng(8)
+        mean = g.standard_normal((n, a)).astype(np.float32)
+        log_std = (g.standard_normal(a) * 0.2 - 0.5).astype(np.float32)
+        act, _ = fastppo.sample_gaussian(mean, log_std, seed=1, counter=2)
+        ls64 = log_std.astype(np.float64)
+        z = (act - mean.astype(np.float64)) / np.exp(ls64)
+        want = (
+            (-0.5 * z * z - ls64 - HALF_LOG_2PI).sum(1),
+            np.full(n, (ls64 + 0.5 + HALF_LOG_2PI).sum()),
+        )
+        impls = {
+            "numpy vectorised": partial(numpy_gaussian_logp, mean, log_std, act),
+            "fastppo": partial(fastppo.gaussian_logp_entropy, mean, log_std, act),
+            "torch": TORCH_MISSING,
+        }
+        if torch is not None:
+            tm, ta = torch.from_numpy(mean), torch.from_numpy(act)
+            tls = torch.from_numpy(np.ascontiguousarray(np.broadcast_to(log_std, mean.shape)))
+
+            def torch_gauss() -> tuple[np.ndarray, np.ndarray]:
+                d = torch.distributions.Normal(tm, tls.exp(), validate_args=False)
+                return d.log_prob(ta).sum(-1).numpy(), d.entropy().sum(-1).numpy()
+
+            impls["torch"] = torch_gauss
+        name = f"gaussian_logp_entropy [{n}x{a}] float32"
+        moved = mean.nbytes + act.nbytes + 8 * n
+
+    def check(results: dict[str, Any]) -> None:
+        for label, (logp, ent) in results.items():
+            for got, ref in ((logp, want[0]), (ent, want[1])):
+                np.testing.assert_allclose(
+                    np.asarray(got, np.float64), ref, rtol=1e-4, atol=1e-4, err_msg=label
+                )
+
+    return Group(
+        name=name,
+        baseline="numpy vectorised",
+        impls=impls,
+        check=check,
+        target="fastppo >= 5x torch (ratio(fastppo) / ratio(torch))",
+        bytes_moved=moved,
+    )
+
+
 def _bytes_group(n: int, a: int) -> Group:
     import fastppo
     from fastppo import codec
@@ -232,7 +330,8 @@ def _bytes_group(n: int, a: int) -> Group:
 
 
 def groups(quick: bool, full: bool = False) -> list[Group]:
-    """The sampling groups: [4096x18] categorical, [1x4] per call, [4096x6] Gaussian, bytes.
+    """The sampling groups: [4096x18] categorical, [1x4] per call, [4096x6] Gaussian, bytes,
+    and the log-prob + entropy of stored actions (categorical [4096x18], Gaussian [4096x6]).
 
     ``full`` adds a small [256x6] and a large [16384x18] categorical.
     """
@@ -244,4 +343,6 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
     out.append(_categorical_group(1, 4, torch, per_call=True))
     out.append(_gaussian_group(4096, 6, torch))
     out.append(_bytes_group(4096, 18))
+    out.append(_logp_group(4096, 18, torch, categorical=True))
+    out.append(_logp_group(4096, 6, torch, categorical=False))
     return out
