@@ -240,7 +240,7 @@ def _logp_group(n: int, a: int, torch: Any, categorical: bool) -> Group:
         x = np.where(mask, logits.astype(np.float64), -np.inf)
         lse = np.logaddexp.reduce(x, axis=1)
         p = np.exp(x - lse[:, None])
-        want = (x[np.arange(n), act] - lse, -np.where(mask, p * (x - lse[:, None]), 0).sum(1))
+        want = (x[np.arange(n), act] - lse, -(p * np.where(mask, x - lse[:, None], 0)).sum(1))
         impls: dict[str, Any] = {
             "numpy vectorised": partial(numpy_categorical_logp, logits, mask, act),
             "fastppo": partial(fastppo.categorical_logp_entropy, logits, act, mask),
