@@ -132,10 +132,14 @@ def exp64(x):  # pragma: no cover - compiled
     ``exp(r) = 1 - ((lo - r c / (2 - c)) - hi)``, times ``2**k`` from exponent
     bits. Within 1 ulp (fdlibm's bound; ``tests/test_fastmath.py`` measures
     it). ``x`` outside the range is clamped (the sampler's ``|log_std| < 700``).
+    Safe inside kernels compiled with ``fastmath`` (``lse_term`` in the MLP's
+    categorical head): reassociation may move the last bits, not ``k``.
     """
     xc = min(max(x, _EXP64_LO), _EXP64_HI)
-    kd = xc * _INV_LN2 + _SHIFT64
-    k = kd - _SHIFT64
+    # k by rint, an intrinsic: fastmath reassociation (the MLP kernels) folds
+    # the rounding trick ``(y + 1.5 2**52) - 1.5 2**52`` back to ``y``
+    k = np.rint(xc * _INV_LN2)
+    kd = k + _SHIFT64  # 1.5 2**52 + k: k in the low bits
     hi = xc - k * _LN2_HI
     lo = k * _LN2_LO
     r = hi - lo
