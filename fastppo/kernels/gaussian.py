@@ -33,7 +33,6 @@ from fastppo.kernels.chunks import (
     CHUNK,
     KIND_F16,
     TASK,
-    first_bad,
     half_bits,
     load1,
     rows_to_tile,
@@ -102,6 +101,32 @@ def _gaussian_rows_ok(
     return -1
 
 
+@subroutine
+def first_refused(pm, mcol, pl, lcol, a_dim, kind, shared_std, act, act_bound):  # pragma: no cover
+    """-1, or the first row whose mean or log-std :func:`_gaussian_rows_ok` refuses
+    or (when ``act`` has rows: ``gaussian_logp_entropy``) whose action fails
+    ``|a| < act_bound``; a refused shared log-std row (``shared_std``) is row 0.
+
+    Blocks of ``TASK * CHUNK`` rows in order, so the row is the first one
+    whatever the block size. Every kernel that takes Gaussian parameters
+    checks them here, before its first write.
+    """
+    n = pm.shape[0]
+    if shared_std and n > 0:
+        if _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1, LOG_STD_LIMIT) >= 0:
+            return 0
+    step = TASK * CHUNK
+    for i0 in range(0, n, step):
+        i1 = min(n, i0 + step)
+        bp = _gaussian_rows_ok(pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, i1, np.inf)
+        ba = -1
+        if act.shape[0] > 0:
+            ba = _gaussian_rows_ok(act, 0, act, 0, a_dim, kind, True, i0, i1, act_bound)
+        if bp >= 0 or ba >= 0:
+            return bp if ba < 0 or (0 <= bp <= ba) else ba
+    return -1
+
+
 @kernel_pair(f"i8(S_2, i8, S_2, i8, i8, i8, b1, {STREAM}, b1, b1, f4_2w, f4_1w)", variants=STORAGE)
 def gaussian(
     pm,
@@ -136,18 +161,7 @@ def gaussian(
     n = pm.shape[0]
     n_chunks = (n + CHUNK - 1) // CHUNK
     n_tasks = (n_chunks + TASK - 1) // TASK
-    bad = np.full(n_tasks, -1, dtype=np.int64)
-    if shared_std and n > 0:
-        # one row of log-stds for every env: checked once
-        bad0 = _gaussian_rows_ok(pl, lcol, pl, lcol, a_dim, kind, True, 0, 1, LOG_STD_LIMIT)
-        if bad0 >= 0:
-            return 0
-    for t in numba.prange(n_tasks):
-        i0 = t * TASK * CHUNK
-        bad[t] = _gaussian_rows_ok(
-            pm, mcol, pl, lcol, a_dim, kind, shared_std, i0, min(n, i0 + TASK * CHUNK), np.inf
-        )
-    first = first_bad(bad)
+    first = first_refused(pm, mcol, pl, lcol, a_dim, kind, shared_std, pm[0:0], np.inf)
     if first >= 0:
         return first
     # a state-independent std: one exp per dimension per call

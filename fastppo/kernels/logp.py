@@ -26,7 +26,7 @@ from fastppo.kernels.chunks import (
     rows_to_tile,
 )
 from fastppo.kernels.fastmath import exp64
-from fastppo.kernels.gaussian import HALF_LOG_2PI, LOG_STD_LIMIT, _gaussian_rows_ok
+from fastppo.kernels.gaussian import HALF_LOG_2PI, first_refused
 from fastppo.kernels.softmax import lse_term
 from fastppo.kernels.squash import unsquash
 
@@ -145,19 +145,8 @@ def gaussian_logp_entropy(
     kind = KIND_F32 if mean.itemsize == 4 else KIND_F64
     n_chunks = (n + CHUNK - 1) // CHUNK
     n_tasks = (n_chunks + TASK - 1) // TASK
-    if shared_std and n > 0:
-        if _gaussian_rows_ok(log_std, 0, log_std, 0, a_dim, kind, True, 0, 1, LOG_STD_LIMIT) >= 0:
-            return 0
     bound = SQUASH_BOUND if squash else np.inf
-    bad = np.full(n_tasks, -1, dtype=np.int64)
-    for t in numba.prange(n_tasks):
-        i0 = t * TASK * CHUNK
-        i1 = min(n, i0 + TASK * CHUNK)
-        bp = _gaussian_rows_ok(mean, 0, log_std, 0, a_dim, kind, shared_std, i0, i1, np.inf)
-        # the actions, checked as a mean is (log-std row: themselves, shared)
-        ba = _gaussian_rows_ok(act, 0, act, 0, a_dim, kind, True, i0, i1, bound)
-        bad[t] = bp if bp >= 0 and (ba < 0 or bp <= ba) else ba
-    first = first_bad(bad)
+    first = first_refused(mean, 0, log_std, 0, a_dim, kind, shared_std, act, bound)
     if first >= 0:
         return first
     # a state-independent log-std: exp(-log_std) once per dimension
