@@ -62,8 +62,8 @@ def _edit(root: Path, rel: str) -> None:
 @pytest.mark.slow
 def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(tmp_path):
     # A copy of the package, so that modules can be edited. checks.py imports
-    # only _jit, squash.py _jit and fastmath; Numba alone would watch only the
-    # function's own file and load stale machine code after an edit to an import.
+    # only _jit, squash.py _jit and rng (its log32); Numba alone would watch only
+    # the function's own file and load stale machine code after an edit to an import.
     root = tmp_path / "src"
     shutil.copytree(Path(fastppo.__file__).parent, root / "fastppo")
     cache = tmp_path / "cache"
@@ -71,7 +71,7 @@ def test_editing_a_kernel_module_invalidates_exactly_the_kernels_that_import_it(
     assert _run(root, cache) == [LOADED, LOADED]
     _edit(root, "kernels/codec.py")  # imported by neither
     assert _run(root, cache) == [LOADED, LOADED]
-    _edit(root, "kernels/fastmath.py")  # imported by squash.py only
+    _edit(root, "kernels/rng.py")  # imported by squash.py only
     assert _run(root, cache) == [LOADED, COMPILED]
     _edit(root, "kernels/squash.py")  # the function's own file
     assert _run(root, cache) == [LOADED, COMPILED]
