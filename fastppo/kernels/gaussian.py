@@ -7,7 +7,7 @@ normals from words ``(w0, w1)`` / ``(w2, w3)`` of block ``p // 2``); then in
 float64 ``u = mean + exp(log_std) * z``; ``log p = sum_j (-z_j^2 / 2 -
 log_std_j - log(2 pi) / 2)``. With ``squash``, the action is ``a =
 tanh32(float32(u))`` (:func:`fastppo.kernels.fastmath.tanh32`, within 8
-float32 ulp, never +-1), and ``log p`` is the density of that action as
+float32 ulp; +-1 where it saturates), and ``log p`` is the density of that action as
 ``gaussian_logp_entropy`` evaluates it: at ``u' = atanh(a)`` (clipped), minus
 ``sum_j log(1 - tanh(u'_j)^2)``, both from the float32
 :func:`fastppo.kernels.squash.unsquash` (Haarnoja et al. 2018,
