@@ -50,6 +50,7 @@ _ROLLOUT = "fastppo.ppo.rollout"
 _SWEEP = ("fastppo.kernels.sweep",)
 _SWEEPS = ("fastppo.kernels.gae", "fastppo.kernels.vtrace", "fastppo.kernels.returns")
 _CAT, _GAUSS = "fastppo.kernels.categorical", "fastppo.kernels.gaussian"
+_CHUNKS = "fastppo.kernels.chunks"
 _MLP = "fastppo.kernels.mlp"
 #: Not a task: the built Cython extensions, which the fused rollout calls (the
 #: running statistics). An install compiles the kernels beside the Cython
@@ -68,10 +69,10 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.kernels.gae": (_SWEEP, 13),
     "fastppo.kernels.vtrace": (_SWEEP, 18),
     "fastppo.kernels.returns": (_SWEEP, 12),
-    "fastppo.kernels.chunks": ((), 0.1),
-    _CAT: ((), 23),
-    _GAUSS: ((), 27),
-    "fastppo.kernels.logp": ((), 7),
+    _CHUNKS: ((), 4),
+    _CAT: ((_CHUNKS,), 23),
+    _GAUSS: ((_CHUNKS,), 27),
+    "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 7),
     "fastppo.kernels.codec": ((), 4.5),
     "fastppo.kernels.checks": ((), 1),
     "fastppo.kernels.rng": ((), 1),

@@ -31,7 +31,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from fastppo._jit import inline, subroutine
+from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import env_block, uniform53
 
@@ -74,6 +74,26 @@ def half_bits(x: Any) -> bool:
 def _half_bits(x):  # unannotated: Numba requires the lambdas' exact signature
     half = isinstance(x, types.Array) and x.dtype == types.uint16
     return (lambda x: True) if half else (lambda x: False)
+
+
+_NO_FLOATS = np.zeros(0, dtype=np.float32)
+
+
+def float_rows(x: Any) -> Any:
+    """``x`` flattened when it holds floats, else (float16/bfloat16 bits) an empty
+    float32 array: what a kernel may hand :func:`rows_to_tile`, whose declared
+    sources are float. A half variant decodes column by column instead and
+    never transposes, but Numba types the call in every variant.
+    """
+    a = np.asarray(x)
+    return _NO_FLOATS if a.dtype == np.uint16 else a.reshape(a.size)
+
+
+@overload(float_rows)
+def _float_rows(x):  # unannotated: Numba requires the lambdas' exact signature
+    if isinstance(x, types.Array) and x.dtype == types.uint16:
+        return lambda x: _NO_FLOATS
+    return lambda x: x.reshape(x.size)
 
 
 @subroutine
@@ -134,12 +154,12 @@ def load1(x, i, j, kind):  # pragma: no cover - compiled
 # A chunk's [rows, w] block of a C-ordered array and its tile ``tile[j *
 # CHUNK + i]`` (envs in the vector lanes; flat: indexed as 2-D arrays the
 # two transposes of a [4096x6] Gaussian took a third longer), converted in
-# both directions. With
-# ``w`` a compile-time constant LLVM vectorises the strided group of ``w``
-# loads or stores per row with shuffles; with a run-time ``w`` every element
-# is a scalar load and store (a [4096x6] Gaussian's column writes cost 21 us
-# that way, 7 us through a tile). So the widths of common action spaces, 1
-# to 8, get a loop each; wider rows take the generic one.
+# both directions. With ``w`` a compile-time constant LLVM vectorises the
+# strided group of ``w`` loads or stores per row with shuffles; with a
+# run-time ``w`` every element is a scalar load and store (a [4096x6]
+# Gaussian's column writes cost 21 us that way, 7 us through a tile). So the
+# widths of common action spaces, 1 to 8, get a loop each; wider rows take
+# the generic one.
 
 
 @inline
@@ -156,7 +176,10 @@ def _tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
             dst[i * w + j] = tile[j * CHUNK + i]
 
 
-@subroutine
+# Declared, not subroutines: the samplers, the log-prob kernels and the
+# categorical sampler call them with different float types, which typed a
+# subroutine up to six times; these are the three (source -> tile) pairs.
+@kernel(("void(f4_1, f8_1w, i8, i8)", "void(f8_1, f8_1w, i8, i8)", "void(f4_1, f4_1w, i8, i8)"))
 def rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
     """``tile[j * CHUNK + i] = src[i * w + j]`` for ``i < rows``, ``j < w`` (converting)."""
     if w == 1:
@@ -179,7 +202,7 @@ def rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
         _rows_to_tile(src, tile, rows, w)
 
 
-@subroutine
+@kernel("void(f4_1, f4_1w, i8, i8)")
 def tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
     """``dst[i * w + j] = tile[j * CHUNK + i]`` for ``i < rows``, ``j < w`` (converting)."""
     if w == 1:

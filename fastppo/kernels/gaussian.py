@@ -33,6 +33,7 @@ from fastppo.kernels.chunks import (
     CHUNK,
     KIND_F16,
     TASK,
+    float_rows,
     half_bits,
     load1,
     rows_to_tile,
@@ -284,8 +285,8 @@ def _gaussian_task(
     # wider row, or float16/bfloat16 bits) each column is loaded and decoded
     whole_m = not half_bits(pm) and mcol == 0 and pm.shape[1] == a_dim
     whole_l = not half_bits(pl) and lcol == 0 and pl.shape[1] == a_dim
-    pmf = pm.reshape(pm.size)
-    plf = pl.reshape(pl.size)
+    pmf = float_rows(pm)
+    plf = float_rows(pl)
     actf = act.reshape(act.size)
     for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
         i0 = c * CHUNK

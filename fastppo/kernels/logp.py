@@ -28,7 +28,7 @@ from fastppo.kernels.chunks import (
 from fastppo.kernels.fastmath import exp64
 from fastppo.kernels.gaussian import HALF_LOG_2PI, first_refused
 from fastppo.kernels.softmax import lse_term
-from fastppo.kernels.squash import unsquash
+from fastppo.kernels.squash import SQUASH_BOUND, unsquash
 
 
 @kernel_pair("i8(F_2, u1_2, b1, i8_1, F_1w, F_1w)")
@@ -118,10 +118,6 @@ def _cat_task(x, mask, has_mask, act, logp, ent, t):  # pragma: no cover - compi
 categorical_logp_entropy_serial, categorical_logp_entropy_parallel = categorical_logp_entropy
 
 
-#: ``|a| < SQUASH_BOUND`` is ``|a| <= 1`` for a float32 or float64 action.
-SQUASH_BOUND = float(np.nextafter(1.0, 2.0))
-
-
 @kernel_pair("i8(F_2, F_2, b1, F_2, b1, b1, F_1w, F_1w)")
 def gaussian_logp_entropy(
     mean, log_std, shared_std, act, squash, squashed_entropy, logp, ent
@@ -146,7 +142,10 @@ def gaussian_logp_entropy(
     n_chunks = (n + CHUNK - 1) // CHUNK
     n_tasks = (n_chunks + TASK - 1) // TASK
     bound = SQUASH_BOUND if squash else np.inf
-    first = first_refused(mean, 0, log_std, 0, a_dim, kind, shared_std, act, bound)
+    # the column offsets as int64, not literals: the sampler's call types the
+    # same first_refused variant
+    col = np.int64(0)
+    first = first_refused(mean, col, log_std, col, a_dim, kind, shared_std, act, bound)
     if first >= 0:
         return first
     # a state-independent log-std: exp(-log_std) once per dimension

@@ -41,6 +41,9 @@ from fastppo.kernels.rng import log32
 _F = np.float32
 #: The largest float32 below 1: where actions are clipped before ``atanh``.
 A_LIMIT = 1.0 - 2.0**-24
+#: The squashed action range as a strict bound: ``|a| < SQUASH_BOUND`` is
+#: ``|a| <= 1`` for a float32 or float64 action (the check every kernel runs).
+SQUASH_BOUND = float(np.nextafter(1.0, 2.0))
 _A_LIMIT_F = _F(A_LIMIT)
 _ONE_F = _F(1.0)
 _HALF_F = _F(0.5)

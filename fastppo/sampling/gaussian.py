@@ -10,7 +10,7 @@ from fastppo import _dispatch
 from fastppo._checks import fail
 from fastppo.kernels import gaussian as _k
 from fastppo.kernels.gaussian import LOG_STD_LIMIT
-from fastppo.kernels.logp import SQUASH_BOUND
+from fastppo.kernels.squash import SQUASH_BOUND
 from fastppo.sampling._common import (
     _F32,
     _flag,
