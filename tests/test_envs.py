@@ -395,3 +395,36 @@ def test_compiled_for_is_the_one_backend_rule() -> None:
     assert not envs.compiled_for("CartPole-v1", "gymnasium")
     assert not envs.compiled_for("CartPole-v1", "compiled", {"sutton_barto_reward": True})
     assert not envs.compiled_for("LunarLander-v3") and not envs.compiled_for(None)
+
+
+def test_sincos_is_libm_sin_and_cos() -> None:
+    """The envs' one-call ``sincos`` gives ``math.sin``/``math.cos``'s bits (libm's,
+    what gymnasium calls) for reduced, large and huge arguments, subnormals,
+    signed zeros and non-finite values."""
+    import math
+
+    import numba
+
+    from fastppo.envs._libm import sincos
+
+    @numba.njit
+    def pairs(x, out):  # pragma: no cover - compiled
+        for i in range(x.shape[0]):
+            out[i, 0], out[i, 1] = sincos(x[i])
+
+    r = np.random.default_rng(7)
+    x = np.concatenate(
+        [
+            r.uniform(-0.3, 0.3, 20_000),
+            r.uniform(-40.0, 40.0, 20_000),
+            r.uniform(-1e6, 1e6, 5_000),
+            np.ldexp(r.uniform(0.5, 1.0, 5_000), r.integers(-1074, 1024, 5_000)),
+            [0.0, -0.0, 5e-324, np.pi, -np.pi / 2, 1e22, 1.7e308, np.inf, -np.inf, np.nan],
+        ]
+    )
+    out = np.empty((x.size, 2))
+    pairs(x, out)
+    want = np.array([[math.sin(v), math.cos(v)] if np.isfinite(v) else [np.nan] * 2 for v in x])
+    finite = np.isfinite(x)
+    np.testing.assert_array_equal(out.view(np.int64)[finite], want.view(np.int64)[finite])
+    assert np.isnan(out[~finite]).all()

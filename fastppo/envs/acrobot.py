@@ -31,7 +31,7 @@ from math import pi
 import numpy as np
 
 from fastppo._jit import inline
-from fastppo.envs._libm import pow64
+from fastppo.envs._libm import pow64, sincos
 from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 4
@@ -88,8 +88,7 @@ def valid(actions, i):  # pragma: no cover - compiled
 @inline
 def _dsdt(a, theta1, theta2, dtheta1, dtheta2):  # pragma: no cover - compiled
     """gymnasium's ``_dsdt`` ("book"), term by term; returns the four derivatives."""
-    c2 = np.cos(theta2)
-    s2 = np.sin(theta2)
+    s2, c2 = sincos(theta2)
     d1 = _D1_A + _m2 * (_D1_B + _D1_C * c2) + _I1 + _I2
     d2 = _m2 * (_D2_A + _D2_B * c2) + _I2
     phi2 = _PHI2 * np.cos(theta1 + theta2 - _HALF_PI)
@@ -148,10 +147,12 @@ def step_row(s, i, actions, elapsed):  # pragma: no cover - compiled
 
 @inline
 def obs_row(s, i, obs):  # pragma: no cover - compiled
-    obs[i, 0] = np.float32(np.cos(s[i, 0]))
-    obs[i, 1] = np.float32(np.sin(s[i, 0]))
-    obs[i, 2] = np.float32(np.cos(s[i, 1]))
-    obs[i, 3] = np.float32(np.sin(s[i, 1]))
+    s0, c0 = sincos(s[i, 0])
+    s1, c1 = sincos(s[i, 1])
+    obs[i, 0] = np.float32(c0)
+    obs[i, 1] = np.float32(s0)
+    obs[i, 2] = np.float32(c1)
+    obs[i, 3] = np.float32(s1)
     obs[i, 4] = np.float32(s[i, 2])
     obs[i, 5] = np.float32(s[i, 3])
 

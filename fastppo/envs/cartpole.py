@@ -12,8 +12,8 @@ Barto, Sutton and Anderson 1983). Reward 1 per step, the terminating one
 included; terminated when ``|x| > 2.4`` or ``|theta| > 12 degrees``; truncated
 at 500 steps. The expressions below are gymnasium's, in its order, with its
 constants computed by the same Python expressions: same operations, same
-rounding, so the same bits (``np.square`` is ``x * x``; numpy's float64
-``sin``/``cos`` are libm's, as are Numba's).
+rounding, so the same bits (``np.square`` is ``x * x``; ``math.sin``/``math.cos``
+are libm's, and libm's ``sincos`` computes the pair with their code).
 
 State ``[x, x_dot, theta, theta_dot]`` float64; reset uniform in
 ``[low, high)`` = ``[-0.05, 0.05)`` per component.
@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from fastppo._jit import inline
+from fastppo.envs._libm import sincos
 from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 4
@@ -59,8 +60,7 @@ def step_row(s, i, actions, elapsed):  # pragma: no cover - compiled
     theta = s[i, 2]
     theta_dot = s[i, 3]
     force = FORCE_MAG if actions[i] == 1 else -FORCE_MAG
-    costheta = np.cos(theta)
-    sintheta = np.sin(theta)
+    sintheta, costheta = sincos(theta)
     temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS
     thetaacc = (GRAVITY * sintheta - costheta * temp) / (
         LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS)

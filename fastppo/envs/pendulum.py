@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline
-from fastppo.envs._libm import pow32, pow64
+from fastppo.envs._libm import pow32, pow64, sincos
 from fastppo.envs._loop import reset_kernel
 
 STATE_DIM = 2
@@ -88,8 +88,9 @@ def step_row(s, i, actions, elapsed):  # pragma: no cover - compiled
 
 @inline
 def obs_row(s, i, obs):  # pragma: no cover - compiled
-    obs[i, 0] = np.float32(np.cos(s[i, 0]))
-    obs[i, 1] = np.float32(np.sin(s[i, 0]))
+    sin, cos = sincos(s[i, 0])
+    obs[i, 0] = np.float32(cos)
+    obs[i, 1] = np.float32(sin)
     obs[i, 2] = np.float32(s[i, 1])
 
 
