@@ -31,7 +31,7 @@ def _load_entry(kind: int, d: int) -> int:
     return cabi.address(kind, d)
 
 
-fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID)
+fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
 
 
 def fast_on_views(

@@ -32,6 +32,10 @@ def _case(rng, T, N, dt, one_d=False):
     return r, v, fv, te, tr, lv, blp, tlp, valid
 
 
+def _tup(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
 def _calls(r, v, fv, te, tr, lv, blp, tlp, valid):
     """(name, callable(out=...)) for every sweep and option combination."""
     calls = []
@@ -87,9 +91,15 @@ def _calls(r, v, fv, te, tr, lv, blp, tlp, valid):
 def test_fast_path_equals_general_path_bit_for_bit(dt, one_d, no_fast_path):
     rng = np.random.default_rng(7)
     arrays = _case(rng, 37, 5, dt, one_d)
+    # batch-major: the same data in [N, T] rows, passed transposed
+    bm = tuple(np.asfortranarray(a) if a.ndim == 2 else a for a in arrays)
     fast = {name: f(None) for name, f in _calls(*arrays)}
+    fast_bm = {name: f(None) for name, f in _calls(*bm)}
     no_fast_path()
     for name, f in _calls(*arrays):
+        for g, w in zip(_tup(fast_bm[name]), _tup(fast[name])):
+            assert g.flags.f_contiguous or g.ndim == 1, name
+            assert np.ascontiguousarray(g).tobytes() == w.tobytes(), name
         want = f(None)
         got = fast[name]
         for g, w in zip(
@@ -110,6 +120,14 @@ def test_plain_numpy_calls_take_the_fast_path():
     # a 1-D rollout with a float bootstrap value
     assert _fast.gae(r[:, 0].copy(), v[:, 0].copy(), 0.5, te[:, 0].copy(), None, None, None,
                      0.99, 0.95, None) is not None  # fmt: skip
+    # batch-major [N, T] rows passed transposed (every 2-D array Fortran-ordered):
+    # fresh outputs are Fortran-ordered too
+    f = [np.asfortranarray(x) for x in (r, v, fv, te, tr, blp, tlp, valid)]
+    bm = _fast.gae(f[0], f[1], lv, f[3], f[4], f[2], f[7], 0.99, 0.95, None)
+    assert bm is not None and bm[0].flags.f_contiguous and bm[1].flags.f_contiguous
+    assert _fast.vtrace(f[5], f[6], f[0], f[1], lv, f[3], None, None, None, 0.99, 1.0, 1.0, 1.0,
+                        1.0, None) is not None  # fmt: skip
+    assert _fast.discounted_returns(f[0], lv, f[3], f[4], f[2], None, 0.99, None) is not None
 
 
 def test_fast_path_hands_unusual_calls_back():
@@ -121,6 +139,11 @@ def test_fast_path_hands_unusual_calls_back():
     big = np.zeros((_dispatch.PARALLEL_MIN_ELEMENTS // 4, 4), np.float32)
     refused = {
         "non-contiguous rewards": ((r[:, ::2], v[:, ::2], lv[:2], te[:, ::2]), {}),
+        "mixed layouts": ((np.asfortranarray(r), v, lv, np.asfortranarray(te)), {}),
+        "time-major out for batch-major input": (
+            (np.asfortranarray(r), np.asfortranarray(v), lv, np.asfortranarray(te)),
+            {"out": (a, b)},
+        ),
         "mixed dtypes": ((r, v.astype(np.float64), lv, te), {}),
         "float flags": ((r, v, lv, te.astype(np.float32)), {}),
         "list rewards": ((r.tolist(), v, lv, te), {}),

@@ -6,7 +6,11 @@ from typing import Any
 import numpy as np
 
 def configure(
-    loader: Callable[[int, int], int], has_trunc: int, has_final: int, has_valid: int
+    loader: Callable[[int, int], int],
+    has_trunc: int,
+    has_final: int,
+    has_valid: int,
+    batch_major: int,
 ) -> None: ...
 def set_limit(kind: int, size: int) -> None: ...
 def gae(

@@ -6,7 +6,9 @@
 For a small sweep the Python layer and Numba's dispatch are the whole cost:
 typing and unboxing 13-19 arguments alone takes ~2 us, the general
 validation 5-20 us more. Here the common case -- plain C-contiguous, aligned,
-native-order numpy arrays of matching dtypes, bool/uint8 flags, float
+native-order numpy arrays of matching dtypes (or, for the sweeps, all
+Fortran-ordered: batch-major ``[N, T]`` rollouts passed transposed, which the
+entries hand to the batch-major kernels), bool/uint8 flags, float
 hyperparameters -- is recognised with a few C-level reads of each array
 header, the memory ranges of outputs and inputs are compared in C, and the
 serial kernel is entered through its C entry point
@@ -52,11 +54,12 @@ ctypedef int64_t (*env_step_fn)(double*, int64_t*, void*, int64_t, int64_t, int6
                                 double*, unsigned char*, unsigned char*, float*,
                                 int64_t) noexcept nogil
 
-# Must match fastppo.kernels.sweep.HAS_* (checked by configure()).
+# Must match fastppo.kernels.sweep.HAS_* and BATCH_MAJOR (checked by configure()).
 cdef enum:
     HAS_TRUNC = 1
     HAS_FINAL = 2
     HAS_VALID = 4
+    BATCH_MAJOR = 8
 
 cdef enum:
     N_KINDS = 4
@@ -69,10 +72,12 @@ cdef int _FLOAT_FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED
 cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
 
 
-def configure(loader, int has_trunc, int has_final, int has_valid):
+def configure(loader, int has_trunc, int has_final, int has_valid, int batch_major):
     """Set the entry-point loader (limits start at 0: nothing is taken)."""
     global _loader
-    if (has_trunc, has_final, has_valid) != (HAS_TRUNC, HAS_FINAL, HAS_VALID):
+    if (has_trunc, has_final, has_valid, batch_major) != (
+        HAS_TRUNC, HAS_FINAL, HAS_VALID, BATCH_MAJOR
+    ):
         raise RuntimeError("fastppo._cy._fast is stale; rebuild with `pip install -e .`")
     _loader = loader
     for k in range(N_KINDS):
@@ -145,15 +150,15 @@ cdef inline bint _float_like(object x, cnp.ndarray ref, int flags) noexcept:
     return _typed(x, cnp.PyArray_TYPE(ref), flags, cnp.PyArray_NDIM(ref), cnp.PyArray_DIMS(ref))
 
 
-cdef inline bint _flags_like(object x, cnp.ndarray ref) noexcept:
-    """``x`` is a C-contiguous bool/uint8 ndarray of ``ref``'s shape."""
+cdef inline bint _flags_like(object x, cnp.ndarray ref, int order) noexcept:
+    """``x`` is a bool/uint8 ndarray of ``ref``'s shape with the ``order`` flag."""
     if type(x) is not cnp.ndarray:
         return False
     cdef cnp.ndarray a = <cnp.ndarray>x
     cdef int t = cnp.PyArray_TYPE(a)
     return (
         (t == cnp.NPY_BOOL or t == cnp.NPY_UINT8)
-        and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS)
+        and cnp.PyArray_CHKFLAGS(a, order)
         and _same_shape(a, ref)
     )
 
@@ -177,6 +182,7 @@ cdef class _Batch:
     """The recognised inputs of one sweep call (arrays, pointers, spans)."""
     cdef cnp.ndarray r
     cdef int d                      # 0 float32, 1 float64
+    cdef int order                  # every array's contiguity flag: C, or F (batch-major)
     cdef int64_t T, N
     cdef int64_t options
     cdef void* lv
@@ -208,8 +214,6 @@ cdef class _Batch:
             self.d = 1
         else:
             return False
-        if not (cnp.PyArray_ISNOTSWAPPED(r) and cnp.PyArray_CHKFLAGS(r, _FLOAT_FLAGS)):
-            return False
         if nd == 1:
             self.T = cnp.PyArray_DIM(r, 0)
             self.N = 1
@@ -219,6 +223,18 @@ cdef class _Batch:
         else:
             return False
         if self.T == 0 or self.N == 0 or self.T * self.N >= _limits[kind]:
+            return False
+        # time-major C order, or (the general path's rule) every 2-D array
+        # Fortran-ordered: batch-major [N, T] rows passed as their transposes
+        self.options = 0
+        self.order = cnp.NPY_ARRAY_C_CONTIGUOUS
+        if not cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_C_CONTIGUOUS):
+            if not (nd == 2 and self.T > 1 and self.N > 1
+                    and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_F_CONTIGUOUS)):
+                return False
+            self.order = cnp.NPY_ARRAY_F_CONTIGUOUS
+            self.options = BATCH_MAJOR
+        if not (cnp.PyArray_ISNOTSWAPPED(r) and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_ALIGNED)):
             return False
         self.r = r
         self.n_spans = 0
@@ -243,28 +259,27 @@ cdef class _Batch:
             self._add(a)
         else:
             return False
-        if not _flags_like(terminated, r):
+        if not _flags_like(terminated, r, self.order):
             return False
         self.te = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>terminated)
         self._add(<cnp.ndarray>terminated)
-        self.options = 0
         self.tr = self.te
         self.ok = self.te
         self.fv = cnp.PyArray_DATA(r)
         if truncated is not None:
-            if not _flags_like(truncated, r):
+            if not _flags_like(truncated, r, self.order):
                 return False
             self.tr = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>truncated)
             self._add(<cnp.ndarray>truncated)
             self.options |= HAS_TRUNC
         if final_values is not None:
-            if not _float_like(final_values, r, _FLOAT_FLAGS):
+            if not _float_like(final_values, r, self.order | cnp.NPY_ARRAY_ALIGNED):
                 return False
             self.fv = cnp.PyArray_DATA(<cnp.ndarray>final_values)
             self._add(<cnp.ndarray>final_values)
             self.options |= HAS_FINAL
         if valid is not None:
-            if not _flags_like(valid, r):
+            if not _flags_like(valid, r, self.order):
                 return False
             self.ok = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>valid)
             self._add(<cnp.ndarray>valid)
@@ -277,7 +292,7 @@ cdef class _Batch:
 
     cdef bint take_float(self, object x) noexcept:
         """Another float input of ``rewards``' dtype and shape."""
-        if not _float_like(x, self.r, _FLOAT_FLAGS):
+        if not _float_like(x, self.r, self.order | cnp.NPY_ARRAY_ALIGNED):
             return False
         self._add(<cnp.ndarray>x)
         return True
@@ -285,16 +300,19 @@ cdef class _Batch:
     cdef object outputs(self, object out, int n):
         """``n`` output arrays: fresh, or the caller's if usable; None otherwise."""
         cdef cnp.ndarray o
-        cdef int i, j, t, nd
+        cdef int i, j, t, nd, flags
         cdef cnp.npy_intp* dims
         cdef Span s[2]
+        cdef int fortran = self.order == cnp.NPY_ARRAY_F_CONTIGUOUS
         if out is None:
             t = cnp.PyArray_TYPE(self.r)
             nd = cnp.PyArray_NDIM(self.r)
             dims = cnp.PyArray_DIMS(self.r)
             if n == 1:
-                return (cnp.PyArray_EMPTY(nd, dims, t, 0),)
-            return (cnp.PyArray_EMPTY(nd, dims, t, 0), cnp.PyArray_EMPTY(nd, dims, t, 0))
+                return (cnp.PyArray_EMPTY(nd, dims, t, fortran),)
+            return (
+                cnp.PyArray_EMPTY(nd, dims, t, fortran), cnp.PyArray_EMPTY(nd, dims, t, fortran)
+            )
         if n == 1:
             outs = (out,)
         elif (type(out) is tuple or type(out) is list) and len(out) == 2:
@@ -302,7 +320,8 @@ cdef class _Batch:
         else:
             return None
         for i in range(n):
-            if not _float_like(outs[i], self.r, _OUT_FLAGS):
+            flags = self.order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE
+            if not _float_like(outs[i], self.r, flags):
                 return None
             o = <cnp.ndarray>outs[i]
             s[i] = _span(o)

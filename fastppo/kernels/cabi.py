@@ -3,7 +3,9 @@
 Each entry takes raw pointers plus the shape, rebuilds C-contiguous views
 with ``numba.carray`` (no copy) and calls the serial build of the kernel in
 :mod:`fastppo.kernels.gae`, ``vtrace``, ``returns`` or ``categorical``, so the
-arithmetic is the kernels', bit for bit. Float arguments are declared as
+arithmetic is the kernels', bit for bit. A sweep whose ``options`` carry
+``BATCH_MAJOR`` views its arrays as ``[N, T]`` rows and calls the batch-major
+kernel. Float arguments are declared as
 typed pointers; the Cython caller passes ``void*`` (the same C ABI) and picks
 the float32 or float64 entry.
 Flags are ``uint8`` (numpy bool has the same layout). Every entry returns the
@@ -24,7 +26,7 @@ from numba import carray, types
 from fastppo._jit import c_entry, inline
 from fastppo.kernels import categorical as S
 from fastppo.kernels import gae, returns, vtrace
-from fastppo.kernels.sweep import rollout
+from fastppo.kernels.sweep import BATCH_MAJOR, rollout
 
 #: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
 #: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
@@ -72,36 +74,53 @@ def signature(kind: int, fp: types.Type) -> Any:
 
 
 _gae_serial = gae.gae_kernel[0]
+_gae_bm = gae.gae_batch_major_kernel[0]
 _vtrace_serial = vtrace.vtrace_kernel[0]
+_vtrace_bm = vtrace.vtrace_batch_major_kernel[0]
 _returns_serial = returns.discounted_returns_kernel[0]
+_returns_bm = returns.discounted_returns_batch_major_kernel[0]
+
+
+@inline
+def _shape(options, T, N):  # pragma: no cover - compiled
+    return (N, T) if options & BATCH_MAJOR else (T, N)
 
 
 def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, adv, ret):  # pragma: no cover
-    ro = _rollout(r, v, lv, fv, te, tr, ok, r, r, T, N)
-    return _gae_serial(ro, options, gamma, gl, N, carray(adv, (T, N)), carray(ret, (T, N)))
+    s = _shape(options, T, N)
+    ro = _rollout(r, v, lv, fv, te, tr, ok, r, r, s, N)
+    a, b = carray(adv, s), carray(ret, s)
+    if options & BATCH_MAJOR:
+        return _gae_bm(ro, options, gamma, gl, N, a, b)
+    return _gae_serial(ro, options, gamma, gl, N, a, b)
 
 
 def _vtrace(  # pragma: no cover - compiled
     blp, tlp, r, v, lv, te, tr, fv, ok, options, gamma, lam, rb, cb, pb, T, N, vs, pg
 ):
-    ro = _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, T, N)
-    vs_, pg_ = carray(vs, (T, N)), carray(pg, (T, N))
+    s = _shape(options, T, N)
+    ro = _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, s, N)
+    vs_, pg_ = carray(vs, s), carray(pg, s)
+    if options & BATCH_MAJOR:
+        return _vtrace_bm(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
     return _vtrace_serial(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
 
 
 def _returns(r, lv, te, tr, fv, ok, options, gamma, T, N, ret):  # pragma: no cover
-    ro = _rollout(r, r, lv, fv, te, tr, ok, r, r, T, N)
-    return _returns_serial(ro, options, gamma, N, carray(ret, (T, N)))
+    s = _shape(options, T, N)
+    ro = _rollout(r, r, lv, fv, te, tr, ok, r, r, s, N)
+    if options & BATCH_MAJOR:
+        return _returns_bm(ro, options, gamma, N, carray(ret, s))
+    return _returns_serial(ro, options, gamma, N, carray(ret, s))
 
 
 _record = inline(rollout)
 
 
 @inline
-def _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, T, N):  # pragma: no cover - compiled
-    """The sweeps' record over the entry's pointers (a stand-in is another
-    input's pointer, as the public layer passes it)."""
-    s = (T, N)
+def _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, s, N):  # pragma: no cover - compiled
+    """The sweeps' record over the entry's pointers, arrays of shape ``s`` (a
+    stand-in is another input's pointer, as the public layer passes it)."""
     return _record(
         rewards=carray(r, s),
         values=carray(v, s),

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastppo._jit import kernel, kernel_pair, subroutine
-from fastppo.kernels.gae import GROUP
+from fastppo._jit import inline, kernel, kernel_pair, subroutine
+from fastppo.kernels.gae import GROUP, block_rows
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
+from fastppo.kernels.tiles import lanes, returns_tile
 
 
 @kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
@@ -64,22 +65,26 @@ def _returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compil
     step uses into ``ret`` (0 when terminated, else the final value) and a
     byte per step: bit 0 the sum goes on from ``G_{t+1}`` (not terminated,
     and not truncated with final values given), bit 1 the row is valid.
-    Pass 2, backwards, four envs side by side: ``G_t = r_t + gamma * boot``,
-    0 on an invalid row -- the time-major sweep's operations.
+    Pass 2, backwards, on register tiles (or, for envs left over, four envs
+    side by side): ``G_t = r_t + gamma * boot``, 0 on an invalid row -- the
+    time-major sweep's operations.
     """
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    m = np.empty((GROUP, T), dtype=np.uint8)
+    W = block_rows(rewards, 2**62, 2**62)
+    m = np.empty((W, T), dtype=np.uint8)
+    carry = np.empty(W, dtype=rewards.dtype)
     # byte masks, so pass 1 is uint8 arithmetic that vectorises (bool
     # selects on the flags kept it scalar: 6x slower)
     final_mask = np.uint8(0xFF if has_final else 0)
     all_valid = np.uint8(0 if has_valid else 0xFF)
     one = np.uint8(1)
-    for k0 in range(n0, n1, GROUP):
-        k1 = min(n1, k0 + GROUP)
+    k0 = n0
+    while k0 < n1:
+        k1 = k0 + block_rows(rewards, n1 - k0, T)
         for n in range(k0, k1):
             te = terminated[n]
             tr = truncated[n]
@@ -91,18 +96,45 @@ def _returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compil
                 g[t] = zero if te[t] != 0 else fv[t]
                 cut = te[t] | (tr[t] & final_mask)
                 mn[t] = np.uint8(cut == 0) | (np.uint8((ok[t] | all_valid) != 0) << one)
-        if k1 - k0 == GROUP:
+        if k1 - k0 >= lanes(rewards):
+            _returns_tiles(rewards, last_values, m, gamma, k0, k1, carry, ret)
+        elif k1 - k0 == GROUP:
             _returns_chains4(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
         else:
             for n in range(k0, k1):
-                r = rewards[n]
-                g = ret[n]
-                mn = m[n - k0]
                 c = last_values[n]
-                for t in range(T - 1, -1, -1):
-                    x = r[t] + gamma * (c if mn[t] & 1 else g[t])
-                    c = x if mn[t] & 2 else zero
-                    g[t] = c
+                _returns_chain(rewards[n], m[n - k0], gamma, T, c, ret[n])
+        k0 = k1
+
+
+@inline
+def _returns_chain(r, mn, gamma, t_end, c, g):  # pragma: no cover - compiled
+    """Pass 2 of :func:`_returns_rows` for one env, steps ``t_end - 1 .. 0``
+    from the carry ``c`` (the sum after them)."""
+    zero = r.dtype.type(0)
+    for t in range(t_end - 1, -1, -1):
+        x = r[t] + gamma * (c if mn[t] & 1 else g[t])
+        c = x if mn[t] & 2 else zero
+        g[t] = c
+
+
+@subroutine
+def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no cover - compiled
+    """Pass 2 of :func:`_returns_rows` for envs ``k0:k1`` (whole tiles; ``m``
+    rows from 0): tiles backwards from the last step, then the first ``T % L``
+    steps one env at a time from its carry."""
+    T = ret.shape[1]
+    L = lanes(ret)
+    head = T % L
+    for s in range(0, k1 - k0, L):
+        c = carry[s : s + L]
+        for j in range(L):
+            c[j] = last[k0 + s + j]
+        for t0 in range(T - L, head - 1, -L):
+            returns_tile(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+        for j in range(L):
+            n = k0 + s + j
+            _returns_chain(rewards[n], m[s + j], gamma, head, c[j], ret[n])
 
 
 @subroutine

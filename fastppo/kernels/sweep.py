@@ -56,6 +56,9 @@ BAD_TARGET_LOGP = 6
 HAS_TRUNC = 1
 HAS_FINAL = 2
 HAS_VALID = 4
+# Not read by the kernels: tells a C entry (``kernels.cabi``) that its arrays
+# are batch-major ``[N, T]`` rows, for the ``*_batch_major_kernel`` sweeps.
+BATCH_MAJOR = 8
 
 # Rows per time chunk. A sweep runs backwards in time, but streaming memory
 # backwards is ~3x slower than forwards here (descending rows defeat the
