@@ -171,9 +171,10 @@ def _batch_major(a):
 
 @pytest.mark.parametrize("dt", DTYPES)
 # register tiles (kernels/tiles.py) cover 16 float32 or 8 float64 envs x steps:
-# whole tiles, leftover envs and steps, T a multiple of a tile, T below one
+# whole tiles, leftover envs and steps, T a multiple of a tile, T below one;
+# V-trace's rollouts of VT_TILES_BELOW steps or more run the scalar chains
 @pytest.mark.parametrize(
-    "T,N", [(2, 2), (37, 5), (33, 40), (200, 9), (16, 16), (64, 50), (300, 20)]
+    "T,N", [(2, 2), (37, 5), (33, 40), (200, 9), (16, 16), (64, 50), (300, 20), (1030, 17)]
 )
 @pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])
 def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
