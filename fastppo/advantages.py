@@ -234,6 +234,27 @@ class _Sweep:
             f"{a[tuple(bad)].item()!r} at index {where}",
         )
 
+    def fast(
+        self, entry: Any, head: tuple[np.ndarray, ...], hyper: tuple[Any, ...], outs: Any
+    ) -> Any:
+        """The kernel through the fast path's C entry once validation and
+        conversions are done (float flags, strided copies): ``entry(*head,
+        last_values, flags, final_values, *hyper, outs)`` with the kernel-ready
+        arrays (1-D again for a 1-D call), so a small call in any form skips
+        Numba's dispatch of a dozen arrays (about 5 us). None when it declines
+        (a problem for the parallel build, out= buffers it cannot write)."""
+
+        def k(a: np.ndarray) -> np.ndarray:
+            return a.reshape(a.shape[0]) if self.one_d else a
+
+        return entry(
+            *(k(a) for a in head), self.last, k(self.term),
+            k(self.trunc) if self.has_trunc else None,
+            k(self.fv) if self.has_final else None,
+            k(self.valid) if self.has_valid else None,
+            *hyper, outs,
+        )  # fmt: skip
+
     def block(self, memory_bound: bool) -> tuple[bool, int]:
         """(parallel?, envs per block).
 
@@ -362,8 +383,9 @@ def gae(
     Batch-major rollouts (``[N, T]`` C-contiguous, as torchrl and tianshou
     store them) are passed as their transposes, ``gae(r.T, v.T, last_v,
     term.T, ...)``: when every 2-D input is Fortran-ordered, a batch-major
-    sweep reads them in place (no copy, within 10% of the time-major call,
-    the same bits), and fresh outputs are Fortran-ordered ``[T, N]``, so
+    sweep reads them in place (no copy, the same bits; its speed beside the
+    time-major call is in docs/benchmarks.md), and fresh outputs are
+    Fortran-ordered ``[T, N]``, so
     ``adv.T`` is the ``[N, T]`` C-contiguous result. Mixed layouts are copied
     to time-major first.
 
@@ -423,6 +445,8 @@ def _gae_general(
         {"rewards": s.r, "values": v2, "last_values": s.last},
         order="F" if bm else "C",
     )
+    if s.fast(_fast.gae, (s.r, v2), (g, lam), (adv, ret)) is not None:
+        return adv, ret
     par, block = s.block(memory_bound=True)
     k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
     kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
@@ -538,6 +562,8 @@ def vtrace(
     arrays = {"rewards": s.r, "values": v2, "last_values": s.last, **logps}
     s.given.update(values=values, behavior_logp=behavior_logp, target_logp=target_logp)
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays, order="F" if bm else "C")
+    if s.fast(_fast.vtrace, (blp, tlp, s.r, v2), (g, lam_, rb, cb, pb), (vs, pg)) is not None:
+        return vs, pg
     par, block = s.block(memory_bound=False)
     k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
     kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
@@ -596,6 +622,8 @@ def discounted_returns(
     (ret,) = s.outputs(
         fn, out, ("returns",), {"rewards": s.r, "last_values": s.last}, order="F" if bm else "C"
     )
+    if s.fast(_fast.discounted_returns, (s.r,), (g,), ret) is not None:
+        return ret
     par, block = s.block(memory_bound=True)
     k_ret = _as_2d_out(ret, bm)
     kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
