@@ -1,4 +1,7 @@
-"""Actor-learner ``ray`` backend on a two-node ``ray.cluster_utils.Cluster``."""
+"""Actor-learner ``ray`` backend on a two-node ``ray.cluster_utils.Cluster``.
+
+Run in a child process by tests/test_actor_learner_ray.py (see there why).
+"""
 
 from __future__ import annotations
 
