@@ -252,12 +252,6 @@ def _compile(disp: Any, sig: Any) -> None:
             disp._can_compile = False
 
 
-def compile_declared(disp: Any) -> None:
-    """Compile (or load from the cache) every declared variant of ``disp``."""
-    for sig in disp.declared:
-        _compile(disp, sig)
-
-
 def kernel(
     sig: str | tuple[str, ...],
     *,

@@ -311,6 +311,9 @@ def test_one_declaration_of_the_c_entries() -> None:
 
 
 def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -> None:
+    """A plain CPU tensor is viewed by the fast path itself (Tensor.numpy(): the
+    N = 1 torch actor's step); one it cannot view in place (requires_grad) is
+    declined, detached by the public layer, and taken as that view."""
     torch = pytest.importorskip("torch")
     from fastppo.sampling import categorical
 
@@ -328,9 +331,16 @@ def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -
 
     monkeypatch.setattr(categorical, "_fast", Spy())
     x = np.random.default_rng(0).standard_normal((1, 5)).astype(np.float32)
-    got = fastppo.sample_categorical(torch.from_numpy(x), seed=3, counter=4)
-    assert taken == [False, True]  # declined as a tensor, taken as its numpy view
     want = fastppo.sample_categorical(x, seed=3, counter=4)
+    taken.clear()
+    got = fastppo.sample_categorical(torch.from_numpy(x), seed=3, counter=4)
+    assert taken == [True]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    taken.clear()
+    t = torch.from_numpy(x.copy()).requires_grad_(True)
+    got = fastppo.sample_categorical(t, seed=3, counter=4)
+    assert taken == [False, True]  # declined as a tensor, taken as its detached view
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 

@@ -9,7 +9,8 @@ validation 5-20 us more. Here the common case -- plain C-contiguous, aligned,
 native-order numpy arrays of matching dtypes (or, for the sweeps, all
 Fortran-ordered: batch-major ``[N, T]`` rollouts passed transposed, which the
 entries hand to the batch-major kernels), bool/uint8 flags, float
-hyperparameters -- is recognised with a few C-level reads of each array
+hyperparameters; for ``sample_categorical`` plain torch CPU tensors too, through
+their ``Tensor.numpy()`` views -- is recognised with a few C-level reads of each array
 header, the memory ranges of outputs and inputs are compared in C, and the
 serial kernel is entered through its C entry point
 (:mod:`fastppo.kernels.cabi`) with the GIL released.
@@ -30,6 +31,8 @@ the public layer's parallel build is the better choice.
 
 Rebuild after editing: ``pip install -e .``.
 """
+
+import sys
 
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uintptr_t
@@ -67,6 +70,8 @@ cdef void* _entries[N_KINDS][2]
 cdef Py_ssize_t _limits[N_KINDS]
 cdef object _loader = None
 cdef unsigned char _no_mask = 0
+
+cdef object _tensor_type = None  # torch.Tensor, once torch is imported
 
 cdef int _FLOAT_FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED
 cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
@@ -423,10 +428,44 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     return outs[0] if code == 0 else None
 
 
-def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out):
-    """``fastppo.sample_categorical`` for the common case; None: the general path."""
-    if type(logits) is not cnp.ndarray:
+cdef object _ndarray_of(object x):
+    """``x`` for an ndarray, the numpy view of a plain ``torch.Tensor`` (what the
+    general path's ``as_array`` takes first), else None (declined).
+
+    torch is looked up, never imported: a process without it pays one dict
+    lookup per non-ndarray argument. A tensor numpy cannot view in place
+    (``requires_grad``, off the CPU, bfloat16) raises in ``Tensor.numpy()``
+    and goes to the general path, which explains or detaches.
+    """
+    global _tensor_type
+    if type(x) is cnp.ndarray:
+        return x
+    if _tensor_type is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        _tensor_type = torch.Tensor
+    if type(x) is not _tensor_type:
         return None
+    try:
+        return x.numpy()
+    except Exception:
+        return None
+
+
+def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out):
+    """``fastppo.sample_categorical`` for the common case; None: the general path.
+
+    Takes numpy arrays and plain torch CPU tensors (their zero-copy views): an
+    N = 1 actor with a torch policy steps through here too.
+    """
+    logits = _ndarray_of(logits)
+    if logits is None:
+        return None
+    if mask is not None:
+        mask = _ndarray_of(mask)
+        if mask is None:
+            return None
     cdef cnp.ndarray x = <cnp.ndarray>logits
     cdef int t = cnp.PyArray_TYPE(x)
     cdef int d
@@ -464,8 +503,6 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
     cdef int n_spans = 1
     spans[0] = _span(x)
     if mask is not None:
-        if type(mask) is not cnp.ndarray:
-            return None
         m = <cnp.ndarray>mask
         mt = cnp.PyArray_TYPE(m)
         if not ((mt == cnp.NPY_BOOL or mt == cnp.NPY_UINT8)
