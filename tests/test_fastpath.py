@@ -387,3 +387,57 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
         got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
     ):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> None:
+    """Small float 0/1 flags are converted (one compiled pass) and the call
+    retried on the fast path, with the bits of the bool call; a flag that is
+    neither 0 nor 1 is left to the general path, which names it."""
+    from fastppo import advantages
+
+    real = advantages._fast
+    taken: list[bool] = []
+
+    class Spy:
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+            if name != sweep:
+                return fn
+
+            def spied(*args):
+                res = fn(*args)
+                taken.append(res is not None)
+                return res
+
+            return spied
+
+    monkeypatch.setattr(advantages, "_fast", Spy())
+    rng = np.random.default_rng(6)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 9, 4, np.float32)
+    calls = {
+        "gae": lambda f: fastppo.gae(r, v, lv, f(te), f(tr), valid=f(valid)),
+        "vtrace": lambda f: fastppo.vtrace(blp, tlp, r, v, lv, f(te)),
+        "discounted_returns": lambda f: fastppo.discounted_returns(
+            r, lv, f(te), f(tr), final_values=fv
+        ),
+    }
+    want = calls[sweep](lambda a: a)
+    taken.clear()
+    got = calls[sweep](lambda a: a.astype(dtype))
+    assert taken == [False, True]  # declined as floats, taken as uint8
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
+        np.testing.assert_array_equal(g, w)
+
+    def half(a: np.ndarray) -> np.ndarray:
+        f = a.astype(dtype)
+        f[0, 0] = 0.5
+        return f
+
+    taken.clear()
+    with pytest.raises(ValueError, match=r"terminated must be 0/1 flags, got value .*0\.5"):
+        calls[sweep](half)
+    assert taken == [False]  # never retried: the general path explains
