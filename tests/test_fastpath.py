@@ -345,11 +345,8 @@ def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
-def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
-    sweep, monkeypatch
-) -> None:
-    torch = pytest.importorskip("torch")
+def _spy_on_fast(monkeypatch: pytest.MonkeyPatch, sweep: str) -> list[bool]:
+    """Record, per call of the fast path's ``sweep`` entry, whether it took the call."""
     from fastppo import advantages
 
     real = advantages._fast
@@ -369,6 +366,15 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
             return spied
 
     monkeypatch.setattr(advantages, "_fast", Spy())
+    return taken
+
+
+@pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
+def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
+    sweep, monkeypatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    taken = _spy_on_fast(monkeypatch, sweep)
     rng = np.random.default_rng(5)
     arrays = _case(rng, 9, 4, np.float32)
     r, v, fv, te, tr, lv, blp, tlp, valid = arrays
@@ -395,25 +401,7 @@ def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> N
     """Small float 0/1 flags are converted (one compiled pass) and the call
     retried on the fast path, with the bits of the bool call; a flag that is
     neither 0 nor 1 is left to the general path, which names it."""
-    from fastppo import advantages
-
-    real = advantages._fast
-    taken: list[bool] = []
-
-    class Spy:
-        def __getattr__(self, name):
-            fn = getattr(real, name)
-            if name != sweep:
-                return fn
-
-            def spied(*args):
-                res = fn(*args)
-                taken.append(res is not None)
-                return res
-
-            return spied
-
-    monkeypatch.setattr(advantages, "_fast", Spy())
+    taken = _spy_on_fast(monkeypatch, sweep)
     rng = np.random.default_rng(6)
     r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 9, 4, np.float32)
     calls = {
