@@ -61,12 +61,15 @@ def fast_on_views(
     for i, x in enumerate(arrays):
         if x is None:
             continue
-        if type(x).__module__.startswith("torch"):
+        if type(x) is not np.ndarray:
+            if not type(x).__module__.startswith("torch"):
+                continue
             if views is None:
                 views = list(arrays)
             x = views[i] = C.as_array(fn, names[i], x)
         if (
             type(x) is np.ndarray
+            and x.dtype.kind == "f"
             and (x.dtype == np.float32 or x.dtype == np.float64)
             and names[i] in _FLAGS
             and x.size < _dispatch.PARALLEL_MIN_ELEMENTS
