@@ -12,7 +12,6 @@ crash, even one at exit, fails the test that ran it, with the child's output.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -34,7 +33,6 @@ def test_ray_backend_in_a_child_process(module: str, tests: int) -> None:
         [sys.executable, "-X", "faulthandler", "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "-rfEs", str(HERE / module)],
         cwd=HERE.parent,
-        env=dict(os.environ),
         capture_output=True,
         text=True,
         timeout=900,

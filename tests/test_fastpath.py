@@ -389,9 +389,7 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
     got = calls[sweep](t)
     assert taken == [False, True]  # declined as tensors, taken as their numpy views
     want = calls[sweep](lambda a: a)
-    for g, w in zip(
-        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
-    ):
+    for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
 
 
@@ -415,9 +413,7 @@ def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> N
     taken.clear()
     got = calls[sweep](lambda a: a.astype(dtype))
     assert taken == [False, True]  # declined as floats, taken as uint8
-    for g, w in zip(
-        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
-    ):
+    for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
 
     def half(a: np.ndarray) -> np.ndarray:
