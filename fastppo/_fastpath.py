@@ -49,12 +49,13 @@ def fast_on_views(
     0/1 flag arrays by their uint8 conversion, or None if there are none or it
     declines.
 
-    The fast path recognises ndarrays and bool/uint8 flags only; the general
-    path would make these same views and conversions, so such a call gets a
-    second chance at the fast path (a [512, 64] ``gae`` from torch: 0.5x ->
-    0.9x the numpy call). Flags are converted only below the parallel size
-    (the fast path declines larger problems) and only when every value is 0
-    or 1: otherwise the general path explains.
+    The fast path views plain tensors itself (``Tensor.numpy()``) but takes
+    bool/uint8 flags only, and declines a tensor numpy cannot view in place
+    (``requires_grad``); the general path would make these same views
+    (``as_array``, which detaches) and conversions, so such a call gets a
+    second chance at the fast path. Flags are converted only below the
+    parallel size (the fast path declines larger problems) and only when
+    every value is 0 or 1: otherwise the general path explains.
     """
     # a plain loop: the generator expressions it replaces cost ~1.5 us a call
     views = None

@@ -386,11 +386,21 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
             f(r), f(lv), f(te), f(tr), final_values=f(fv)
         ),
     }
-    got = calls[sweep](t)
-    assert taken == [False, True]  # declined as tensors, taken as their numpy views
     want = calls[sweep](lambda a: a)
+    taken.clear()
+    got = calls[sweep](t)
+    assert taken == [True]  # viewed by the fast path itself: no retry
     for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
+    # float flags in a tensor: declined, then retried as the uint8 conversion
+    # of their view; a tensor that needs a gradient: declined, then detached
+    for form in (lambda a: t(a.astype(np.float32)) if a.dtype == bool else t(a),
+                 lambda a: t(a.copy()).requires_grad_(a.dtype.kind == "f")):  # fmt: skip
+        taken.clear()
+        got = calls[sweep](form)
+        assert taken == [False, True]
+        for g, w in zip(_tup(got), _tup(want)):
+            np.testing.assert_array_equal(g, w)
 
 
 @pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])

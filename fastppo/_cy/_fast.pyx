@@ -9,8 +9,8 @@ validation 5-20 us more. Here the common case -- plain C-contiguous, aligned,
 native-order numpy arrays of matching dtypes (or, for the sweeps, all
 Fortran-ordered: batch-major ``[N, T]`` rollouts passed transposed, which the
 entries hand to the batch-major kernels), bool/uint8 flags, float
-hyperparameters; for ``sample_categorical`` plain torch CPU tensors too, through
-their ``Tensor.numpy()`` views -- is recognised with a few C-level reads of each array
+hyperparameters; plain torch CPU tensors too, through their ``Tensor.numpy()``
+views -- is recognised with a few C-level reads of each array
 header, the memory ranges of outputs and inputs are compared in C, and the
 serial kernel is entered through its C entry point
 (:mod:`fastppo.kernels.cabi`) with the GIL released.
@@ -183,6 +183,42 @@ cdef inline bint _positive(object x) noexcept:
     return <double>x > 0.0
 
 
+cdef object _ndarray_of(object x):
+    """``x`` for an ndarray, the numpy view of a plain ``torch.Tensor`` (what the
+    general path's ``as_array`` takes first), else None (declined).
+
+    torch is looked up, never imported: a process without it pays one dict
+    lookup per non-ndarray argument. A tensor numpy cannot view in place
+    (``requires_grad``, off the CPU, bfloat16) raises in ``Tensor.numpy()``
+    and goes to the general path, which explains or detaches.
+    """
+    global _tensor_type
+    if type(x) is cnp.ndarray:
+        return x
+    if _tensor_type is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        _tensor_type = torch.Tensor
+    if type(x) is not _tensor_type:
+        return None
+    try:
+        return x.numpy()
+    except Exception:
+        return None
+
+
+cdef inline object _view(object x):
+    """``x``, or the numpy view :func:`_ndarray_of` gives a plain ``torch.Tensor``
+    (the sweeps' arrays: a torch caller's small sweep runs here, not through
+    the public layer's retry). Anything else is returned as it is, for the
+    recognisers to decline."""
+    if type(x) is cnp.ndarray or x is None:
+        return x
+    v = _ndarray_of(x)
+    return x if v is None else v
+
+
 cdef class _Batch:
     """The recognised inputs of one sweep call (arrays, pointers, spans)."""
     cdef cnp.ndarray r
@@ -352,6 +388,9 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     """``fastppo.gae`` for the common case; None: run the general path."""
     if not (_unit(gamma) and _unit(gae_lambda)):
         return None
+    rewards, values, last_values = _view(rewards), _view(values), _view(last_values)
+    terminated, truncated = _view(terminated), _view(truncated)
+    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(0, rewards, last_values, terminated, truncated, final_values, valid):
         return None
@@ -379,6 +418,10 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     if not (_unit(gamma) and _unit(lam) and _positive(rho_bar) and _positive(c_bar)
             and _positive(pg_rho_bar)):
         return None
+    behavior_logp, target_logp = _view(behavior_logp), _view(target_logp)
+    rewards, values, last_values = _view(rewards), _view(values), _view(last_values)
+    terminated, truncated = _view(terminated), _view(truncated)
+    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(1, rewards, last_values, terminated, truncated, final_values, valid):
         return None
@@ -412,6 +455,9 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     # explains); with them the kernel reads final values where truncated.
     if truncated is not None and final_values is None:
         return None
+    rewards, last_values = _view(rewards), _view(last_values)
+    terminated, truncated = _view(terminated), _view(truncated)
+    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(2, rewards, last_values, terminated, truncated, final_values, valid):
         return None
@@ -426,31 +472,6 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     with nogil:
         code = fn(pr, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, b.T, b.N, pret)
     return outs[0] if code == 0 else None
-
-
-cdef object _ndarray_of(object x):
-    """``x`` for an ndarray, the numpy view of a plain ``torch.Tensor`` (what the
-    general path's ``as_array`` takes first), else None (declined).
-
-    torch is looked up, never imported: a process without it pays one dict
-    lookup per non-ndarray argument. A tensor numpy cannot view in place
-    (``requires_grad``, off the CPU, bfloat16) raises in ``Tensor.numpy()``
-    and goes to the general path, which explains or detaches.
-    """
-    global _tensor_type
-    if type(x) is cnp.ndarray:
-        return x
-    if _tensor_type is None:
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return None
-        _tensor_type = torch.Tensor
-    if type(x) is not _tensor_type:
-        return None
-    try:
-        return x.numpy()
-    except Exception:
-        return None
 
 
 def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out):
