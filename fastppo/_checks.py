@@ -238,18 +238,11 @@ def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
         a = w
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         a = np.ascontiguousarray(a)
-    out, bad = flags_u8(a)
+    out = np.empty(a.shape, np.uint8, order="C" if a.flags.c_contiguous else "F")
+    bad = int(_kc.float_flags(a.ravel(order="K"), out.ravel(order="K")))
     if bad >= 0:
         fail(fn, name, "0/1 flags", f"value {a.ravel(order='K')[bad]!r}")
     return out
-
-
-def flags_u8(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """C- or Fortran-contiguous float32/float64 flags as uint8 of the same
-    layout, and -1, or the flat index of the first value that is neither 0 nor
-    1 (then the array is garbage); one compiled pass (``kernels.checks``)."""
-    out = np.empty(a.shape, np.uint8, order="C" if a.flags.c_contiguous else "F")
-    return out, int(_kc.float_flags(a.ravel(order="K"), out.ravel(order="K")))
 
 
 def int_vector(fn: str, name: str, x: Any, lo: int, hi: int, min_size: int = 1) -> np.ndarray:

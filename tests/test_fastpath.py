@@ -128,6 +128,14 @@ def test_plain_numpy_calls_take_the_fast_path():
     assert _fast.vtrace(f[5], f[6], f[0], f[1], lv, f[3], None, None, None, 0.99, 1.0, 1.0, 1.0,
                         1.0, None) is not None  # fmt: skip
     assert _fast.discounted_returns(f[0], lv, f[3], f[4], f[2], None, 0.99, None) is not None
+    # strided views and C-ordered arrays among Fortran-ordered ones are copied
+    # in C order, float 0/1 flags converted to uint8: the general path's
+    # conversions, made in C (the bits are the differential test's)
+    w = [np.repeat(x, 2, axis=-1)[..., ::2] for x in (r, v, lv, te)]
+    assert _fast.gae(w[0], w[1], w[2], w[3], None, None, None, 0.99, 0.95, None) is not None
+    assert _fast.gae(r, f[1], lv, te, None, None, None, 0.99, 0.95, None) is not None
+    assert _fast.discounted_returns(r, lv, te.astype(np.float32), tr.astype(np.float64), fv,
+                                    None, 0.99, None) is not None  # fmt: skip
 
 
 def test_fast_path_hands_unusual_calls_back():
@@ -137,15 +145,19 @@ def test_fast_path_hands_unusual_calls_back():
     ro = np.empty_like(r)
     ro.flags.writeable = False
     big = np.zeros((_dispatch.PARALLEL_MIN_ELEMENTS // 4, 4), np.float32)
+    wide = np.repeat(r, 2, axis=1)
     refused = {
-        "non-contiguous rewards": ((r[:, ::2], v[:, ::2], lv[:2], te[:, ::2]), {}),
-        "mixed layouts": ((np.asfortranarray(r), v, lv, np.asfortranarray(te)), {}),
+        "C values among batch-major arrays": (
+            (np.asfortranarray(r), v, lv, np.asfortranarray(te)),
+            {},
+        ),
         "time-major out for batch-major input": (
             (np.asfortranarray(r), np.asfortranarray(v), lv, np.asfortranarray(te)),
             {"out": (a, b)},
         ),
         "mixed dtypes": ((r, v.astype(np.float64), lv, te), {}),
-        "float flags": ((r, v, lv, te.astype(np.float32)), {}),
+        "float flags not 0/1": ((r, v, lv, te.astype(np.float32) * 0.5), {}),
+        "out overlaps a strided input": ((wide[:, ::2], v, lv, te), {"out": (wide[:, 1::2], b)}),
         "list rewards": ((r.tolist(), v, lv, te), {}),
         "int gamma": ((r, v, lv, te), {"gamma": 1}),
         "gamma above 1": ((r, v, lv, te), {"gamma": 1.5}),
@@ -392,23 +404,26 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
     assert taken == [True]  # viewed by the fast path itself: no retry
     for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
-    # float flags in a tensor: declined, then retried as the uint8 conversion
-    # of their view; a tensor that needs a gradient: declined, then detached
-    for form in (lambda a: t(a.astype(np.float32)) if a.dtype == bool else t(a),
-                 lambda a: t(a.copy()).requires_grad_(a.dtype.kind == "f")):  # fmt: skip
-        taken.clear()
-        got = calls[sweep](form)
-        assert taken == [False, True]
-        for g, w in zip(_tup(got), _tup(want)):
-            np.testing.assert_array_equal(g, w)
+    # float flags in a tensor: converted from their view
+    taken.clear()
+    got = calls[sweep](lambda a: t(a.astype(np.float32)) if a.dtype == bool else t(a))
+    assert taken == [True]
+    for g, w in zip(_tup(got), _tup(want)):
+        np.testing.assert_array_equal(g, w)
+    # a tensor that needs a gradient: declined, then taken as its detached view
+    taken.clear()
+    got = calls[sweep](lambda a: t(a.copy()).requires_grad_(a.dtype.kind == "f"))
+    assert taken == [False, True]
+    for g, w in zip(_tup(got), _tup(want)):
+        np.testing.assert_array_equal(g, w)
 
 
 @pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> None:
-    """Small float 0/1 flags are converted (one compiled pass) and the call
-    retried on the fast path, with the bits of the bool call; a flag that is
-    neither 0 nor 1 is left to the general path, which names it."""
+    """Small float 0/1 flags are converted to uint8 by the fast path, with the
+    bits of the bool call; a flag that is neither 0 nor 1 is left to the
+    general path, which names it."""
     taken = _spy_on_fast(monkeypatch, sweep)
     rng = np.random.default_rng(6)
     r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 9, 4, np.float32)
@@ -422,7 +437,7 @@ def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> N
     want = calls[sweep](lambda a: a)
     taken.clear()
     got = calls[sweep](lambda a: a.astype(dtype))
-    assert taken == [False, True]  # declined as floats, taken as uint8
+    assert taken == [True]  # converted to uint8 by the fast path itself
     for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
 

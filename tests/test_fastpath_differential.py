@@ -135,7 +135,7 @@ def _perturb(data: st.DataObject, sweep: str, kw: dict[str, Any]) -> tuple[str, 
     if r.ndim == 2 and min(r.shape) > 1:
         options.append("fortran")
     if "out" in kw:
-        options += ["out overlaps", "out readonly", "out strided"]
+        options += ["out overlaps", "out overlaps strided", "out readonly", "out strided"]
     how = data.draw(st.sampled_from(options))
     if how == "nan":
         if rows.size == 0:
@@ -221,6 +221,17 @@ def _perturb(data: st.DataObject, sweep: str, kw: dict[str, Any]) -> tuple[str, 
         kw[name] = kw[name]  # the input itself is the output
         kw["out"] = outs if len(outs) > 1 else outs[0]
         return f"out[0] is {name}", True
+    if how == "out overlaps strided":
+        # the input a strided view of every other element, out[0] the others:
+        # no element is shared, but the bounds overlap (np.may_share_memory),
+        # and the fast path, which copies such an input, must compare the view's
+        name = data.draw(st.sampled_from(arrays))
+        wide = np.repeat(kw[name], 2, axis=-1)
+        kw[name] = wide[..., ::2]
+        outs = (wide[..., 1::2], *outs[1:])
+        kw["out"] = outs if len(outs) > 1 else outs[0]
+        # (a single element each: the bounds are disjoint too, a valid call)
+        return f"out[0] interleaved with a strided {name}", kw[name].size > 1
     if how == "out readonly":
         outs[-1].flags.writeable = False
         return how, True

@@ -13,10 +13,14 @@ hyperparameters; plain torch CPU tensors too, through their ``Tensor.numpy()``
 views -- is recognised with a few C-level reads of each array
 header, the memory ranges of outputs and inputs are compared in C, and the
 serial kernel is entered through its C entry point
-(:mod:`fastppo.kernels.cabi`) with the GIL released.
+(:mod:`fastppo.kernels.cabi`) with the GIL released. The sweeps also make,
+in C, the conversions the general path would make of a small problem:
+strided or unaligned views (and C-ordered arrays of a time-major call) are
+copied in C order, float 0/1 flags become uint8; the bounds of the caller's
+views still count for the overlap test.
 
 Every function returns ``None`` when anything is unusual (another array
-type, a float flag array, a bad hyperparameter, an ambiguous truncation, a
+type, a flag that is not 0/1, a bad hyperparameter, an ambiguous truncation, a
 large problem that the parallel build should take, a non-finite input the
 kernel refused): the caller then runs the general path, which validates in
 full and raises the house errors. So this module never raises for bad input
@@ -112,9 +116,22 @@ cdef struct Span:
 
 
 cdef inline Span _span(cnp.ndarray a) noexcept:
+    """The bytes ``a`` may touch, whatever its strides: the bounds
+    ``np.may_share_memory`` compares (``data .. data + nbytes`` when contiguous)."""
     cdef Span s
+    cdef int i
+    cdef cnp.npy_intp step
     s.lo = <char*>cnp.PyArray_DATA(a)
-    s.hi = s.lo + cnp.PyArray_NBYTES(a)
+    s.hi = s.lo
+    if cnp.PyArray_SIZE(a) == 0:
+        return s
+    s.hi += cnp.PyArray_ITEMSIZE(a)
+    for i in range(cnp.PyArray_NDIM(a)):
+        step = (cnp.PyArray_DIM(a, i) - 1) * cnp.PyArray_STRIDE(a, i)
+        if step < 0:
+            s.lo += step
+        else:
+            s.hi += step
     return s
 
 
@@ -166,6 +183,23 @@ cdef inline bint _flags_like(object x, cnp.ndarray ref, int order) noexcept:
         and cnp.PyArray_CHKFLAGS(a, order)
         and _same_shape(a, ref)
     )
+
+
+ctypedef fused real:
+    float
+    double
+
+
+cdef bint _bytes_of_flags(const real* src, unsigned char* dst, Py_ssize_t n) noexcept nogil:
+    """``dst = src != 0`` for 0/1 float flags; False if a value is neither (NaN included)."""
+    cdef unsigned char bad = 0
+    cdef Py_ssize_t i
+    cdef real v
+    for i in range(n):  # branch-free: the compiler vectorises it
+        v = src[i]
+        bad |= (v != 0) & (v != 1)
+        dst[i] = v != 0
+    return bad == 0
 
 
 cdef inline bint _unit(object x) noexcept:
@@ -233,17 +267,36 @@ cdef class _Batch:
     cdef unsigned char* tr
     cdef unsigned char* ok
     cdef void* fv
-    cdef Span spans[9]
+    cdef Span spans[18]             # 9 inputs, and the caller's views of those copied
     cdef int n_spans
+    cdef list copies                # what _ordered copied: its pointers are in use
 
     cdef bint _add(self, cnp.ndarray a) noexcept:
         self.spans[self.n_spans] = _span(a)
         self.n_spans += 1
         return True
 
+    cdef object _ordered(self, object x):
+        """``x``, or the copy in the sweep's order that the general path would
+        make of a native-byte-order ndarray without that order's flag (strided,
+        unaligned, or C-ordered among batch-major arrays when the sweep is
+        time-major), recording the view's bounds for the overlap test. Only a
+        time-major sweep copies: a batch-major one takes every array in place or
+        declines, as the general path keeps batch-major only when every 2-D
+        array is Fortran-ordered."""
+        if type(x) is not cnp.ndarray:
+            return x
+        cdef cnp.ndarray a = <cnp.ndarray>x
+        if (cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
+                or self.order != cnp.NPY_ARRAY_C_CONTIGUOUS or not cnp.PyArray_ISNOTSWAPPED(a)):
+            return x
+        self._add(a)
+        return self._keep(cnp.PyArray_NewCopy(a, cnp.NPY_CORDER))
+
     cdef bint take(self, int kind, object rewards, object last_values, object terminated,
-                   object truncated, object final_values, object valid) noexcept:
-        """Recognise the inputs every sweep has; False: use the general path."""
+                   object truncated, object final_values, object valid) except -1:
+        """Recognise the inputs every sweep has; False: use the general path.
+        ``self.r`` is then ``rewards`` (or its copy, see :meth:`_ordered`)."""
         if type(rewards) is not cnp.ndarray:
             return False
         cdef cnp.ndarray r = <cnp.ndarray>rewards
@@ -265,20 +318,20 @@ cdef class _Batch:
             return False
         if self.T == 0 or self.N == 0 or self.T * self.N >= _limits[kind]:
             return False
+        if not cnp.PyArray_ISNOTSWAPPED(r):
+            return False
         # time-major C order, or (the general path's rule) every 2-D array
         # Fortran-ordered: batch-major [N, T] rows passed as their transposes
         self.options = 0
         self.order = cnp.NPY_ARRAY_C_CONTIGUOUS
-        if not cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_C_CONTIGUOUS):
-            if not (nd == 2 and self.T > 1 and self.N > 1
-                    and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_F_CONTIGUOUS)):
-                return False
+        self.n_spans = 0
+        if (nd == 2 and self.T > 1 and self.N > 1
+                and not cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_C_CONTIGUOUS)
+                and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_F_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED)):
             self.order = cnp.NPY_ARRAY_F_CONTIGUOUS
             self.options = BATCH_MAJOR
-        if not (cnp.PyArray_ISNOTSWAPPED(r) and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_ALIGNED)):
-            return False
+        r = <cnp.ndarray>self._ordered(r)
         self.r = r
-        self.n_spans = 0
         self._add(r)
         # last_values: [N]; for 1-D rewards also a Python float, [] or [1]
         cdef cnp.ndarray a
@@ -287,6 +340,8 @@ cdef class _Batch:
             self.lv32 = <float>self.lv64  # rounds to nearest, as np.full(1, x, float32)
             self.lv = <void*>&self.lv32 if self.d == 0 else <void*>&self.lv64
         elif type(last_values) is cnp.ndarray:
+            if cnp.PyArray_NDIM(<cnp.ndarray>last_values) == 1:
+                last_values = self._c_vector(last_values)
             a = <cnp.ndarray>last_values
             if not (
                 cnp.PyArray_TYPE(a) == t
@@ -300,6 +355,19 @@ cdef class _Batch:
             self._add(a)
         else:
             return False
+        # (None from _flag_bytes: a float flag that is not 0/1)
+        terminated = self._flag_bytes(self._ordered(terminated))
+        if terminated is None:
+            return False
+        if truncated is not None:
+            truncated = self._flag_bytes(self._ordered(truncated))
+            if truncated is None:
+                return False
+        if valid is not None:
+            valid = self._flag_bytes(self._ordered(valid))
+            if valid is None:
+                return False
+        final_values = self._ordered(final_values)
         if not _flags_like(terminated, r, self.order):
             return False
         self.te = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>terminated)
@@ -331,12 +399,57 @@ cdef class _Batch:
             return False
         return True
 
-    cdef bint take_float(self, object x) noexcept:
-        """Another float input of ``rewards``' dtype and shape."""
+    cdef object _keep(self, object copy):
+        if self.copies is None:
+            self.copies = []
+        self.copies.append(copy)
+        return copy
+
+    cdef object _flag_bytes(self, object x):
+        """``x``, or, for float32/float64 flags of ``rewards``' shape in the
+        sweep's order, the uint8 array of their 0/1 values (the general path's
+        conversion; the view's bounds recorded). None when a value is neither
+        0 nor 1: the general path names it."""
+        if type(x) is not cnp.ndarray:
+            return x
+        cdef cnp.ndarray a = <cnp.ndarray>x
+        cdef int t = cnp.PyArray_TYPE(a)
+        if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64)
+                and cnp.PyArray_ISNOTSWAPPED(a)
+                and cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
+                and _same_shape(a, self.r)):
+            return x
+        cdef cnp.ndarray u = cnp.PyArray_EMPTY(
+            cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), cnp.NPY_UINT8,
+            self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
+        cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+        cdef unsigned char* dst = <unsigned char*>cnp.PyArray_DATA(u)
+        cdef bint ok
+        if t == cnp.NPY_FLOAT32:
+            ok = _bytes_of_flags(<const float*>cnp.PyArray_DATA(a), dst, n)
+        else:
+            ok = _bytes_of_flags(<const double*>cnp.PyArray_DATA(a), dst, n)
+        if not ok:
+            return None
+        self._add(a)
+        return self._keep(u)
+
+    cdef object take_float(self, object x):
+        """Another float input of ``rewards``' dtype and shape (or its copy, see
+        :meth:`_ordered`); None: use the general path."""
+        x = self._ordered(x)
         if not _float_like(x, self.r, self.order | cnp.NPY_ARRAY_ALIGNED):
-            return False
+            return None
         self._add(<cnp.ndarray>x)
-        return True
+        return x
+
+    cdef object _c_vector(self, object x):
+        """A 1-D ``x`` as a C-contiguous copy when strided (bounds recorded)."""
+        cdef cnp.ndarray a = <cnp.ndarray>x
+        if (cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS) or not cnp.PyArray_ISNOTSWAPPED(a)):
+            return x
+        self._add(a)
+        return self._keep(cnp.PyArray_NewCopy(a, cnp.NPY_CORDER))
 
     cdef object outputs(self, object out, int n):
         """``n`` output arrays: fresh, or the caller's if usable; None otherwise."""
@@ -394,7 +507,8 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(0, rewards, last_values, terminated, truncated, final_values, valid):
         return None
-    if not b.take_float(values):
+    values = b.take_float(values)
+    if values is None:
         return None
     outs = b.outputs(out, 2)
     if outs is None:
@@ -402,7 +516,7 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     cdef gae_fn fn = <gae_fn>_entry(0, b.d)
     cdef double g = <double>gamma
     cdef double gl = g * <double>gae_lambda
-    cdef void* pr = _data(rewards)
+    cdef void* pr = _data(b.r)
     cdef void* pv = _data(values)
     cdef void* pa = _data(outs[0])
     cdef void* pb = _data(outs[1])
@@ -425,7 +539,10 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(1, rewards, last_values, terminated, truncated, final_values, valid):
         return None
-    if not (b.take_float(values) and b.take_float(behavior_logp) and b.take_float(target_logp)):
+    values = b.take_float(values)
+    behavior_logp = b.take_float(behavior_logp)
+    target_logp = b.take_float(target_logp)
+    if values is None or behavior_logp is None or target_logp is None:
         return None
     outs = b.outputs(out, 2)
     if outs is None:
@@ -435,7 +552,7 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     cdef double rb = <double>rho_bar, cb = <double>c_bar, pb = <double>pg_rho_bar
     cdef void* pblp = _data(behavior_logp)
     cdef void* ptlp = _data(target_logp)
-    cdef void* pr = _data(rewards)
+    cdef void* pr = _data(b.r)
     cdef void* pv = _data(values)
     cdef void* pvs = _data(outs[0])
     cdef void* ppg = _data(outs[1])
@@ -466,7 +583,7 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
         return None
     cdef returns_fn fn = <returns_fn>_entry(2, b.d)
     cdef double g = <double>gamma
-    cdef void* pr = _data(rewards)
+    cdef void* pr = _data(b.r)
     cdef void* pret = _data(outs[0])
     cdef int64_t code
     with nogil:
