@@ -192,7 +192,7 @@ ctypedef fused real:
 
 cdef bint _bytes_of_flags(const real* src, unsigned char* dst, Py_ssize_t n) noexcept nogil:
     """``dst = src != 0`` for 0/1 float flags; False if a value is neither (NaN included)."""
-    cdef unsigned char bad = 0
+    cdef unsigned int bad = 0  # (a byte accumulator vectorised worse)
     cdef Py_ssize_t i
     cdef real v
     for i in range(n):  # branch-free: the compiler vectorises it

@@ -196,4 +196,7 @@ def _sampler_forms(torch: Any) -> list[Group]:
 def groups(quick: bool, full: bool = False) -> list[Group]:
     torch = _torch()  # tensors only carry the data here: no torch compute is timed
     T, N = (512, 64) if quick and not full else (2048, 256)
-    return _sweep_forms(torch, T, N) + _sampler_forms(torch)
+    # [8x4]: a call small enough that each form's handling (a view, a copy, a
+    # conversion) is most of its cost, as an N = 1 actor or a short rollout
+    # pays it; the small-call fast path takes every form it can convert
+    return _sweep_forms(torch, 8, 4) + _sweep_forms(torch, T, N) + _sampler_forms(torch)
