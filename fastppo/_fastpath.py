@@ -24,6 +24,9 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
         "build it with `pip install -e .` (rerun after editing a .pyx)"
     ) from e
 
+#: ``np.ascontiguousarray`` for the general path, copying as the fast path does
+c_contiguous = fast.c_contiguous
+
 # Kinds, as fastppo.kernels.cabi.entry numbers them.
 GAE, VTRACE, RETURNS, CATEGORICAL = range(4)
 
@@ -60,4 +63,4 @@ def fast_on_views(
     return None if views is None else entry(*views, *rest)
 
 
-__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "fast", "fast_on_views"]
+__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "c_contiguous", "fast", "fast_on_views"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from fastppo import _checks as C
 from fastppo import _dispatch
-from fastppo._fastpath import GAE, RETURNS, VTRACE, fast_on_views
+from fastppo._fastpath import GAE, RETURNS, VTRACE, c_contiguous, fast_on_views
 from fastppo._fastpath import fast as _fast
 from fastppo._jit import num_threads
 from fastppo.kernels import gae as _kg
@@ -312,7 +312,7 @@ def _as_2d_c(a: np.ndarray) -> np.ndarray:
     """[T] -> [T, 1] view; C-contiguous (copying only when it must)."""
     if a.ndim == 1:
         a = a.reshape(a.shape[0], 1)
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else c_contiguous(a)
 
 
 def _kernel_views(batch_major: bool, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -326,7 +326,7 @@ def _as_2d_f(a: np.ndarray) -> np.ndarray:
     """:func:`_as_2d_c`, but a Fortran-ordered [T, N] is kept as it is."""
     if a.ndim == 1:
         a = a.reshape(a.shape[0], 1)
-    return a if a.flags.c_contiguous or a.flags.f_contiguous else np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous or a.flags.f_contiguous else c_contiguous(a)
 
 
 def _last_values(fn: str, x: ArrayLike, one_d: bool, n: int, dt: np.dtype) -> np.ndarray:
@@ -339,7 +339,7 @@ def _last_values(fn: str, x: ArrayLike, one_d: bool, n: int, dt: np.dtype) -> np
     if a.shape != (n,):
         want = "a scalar or shape (1,)" if one_d else f"shape ({n},)"
         C.fail(fn, "last_values", want, f"shape {np.shape(x)}")
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else c_contiguous(a)
 
 
 def _gamma_lambda(fn: str, gamma: float, lam: float, lam_name: str) -> tuple[float, float]:
