@@ -9,11 +9,6 @@ points (:mod:`fastppo.kernels.cabi`) are compiled or loaded on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from fastppo import _checks as C
 from fastppo.kernels import sweep as _ka
 
 try:
@@ -40,27 +35,4 @@ def _load_entry(kind: int, d: int) -> int:
 fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
 
 
-def fast_on_views(
-    entry: Any, fn: str, names: tuple[str, ...], arrays: tuple[Any, ...], rest: tuple[Any, ...]
-) -> Any:
-    """``entry(*arrays, *rest)`` (a fast-path function) with the torch tensors
-    among ``arrays`` replaced by the numpy views the general path's
-    ``as_array`` makes of them, or None if there are none or it declines.
-
-    The fast path views a plain CPU tensor itself (``Tensor.numpy()``) but
-    declines one numpy cannot view in place, such as a tensor that needs a
-    gradient (a policy's logits, a critic's values): ``as_array`` detaches
-    it without a copy, so such a call gets a second chance at the fast path
-    instead of the general path's full validation.
-    """
-    views = None
-    for i, x in enumerate(arrays):  # a plain loop: generator expressions cost ~1.5 us
-        if x is None or type(x) is np.ndarray or not type(x).__module__.startswith("torch"):
-            continue
-        if views is None:
-            views = list(arrays)
-        views[i] = C.as_array(fn, names[i], x)
-    return None if views is None else entry(*views, *rest)
-
-
-__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "c_contiguous", "fast", "fast_on_views"]
+__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "c_contiguous", "fast"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from fastppo import _checks as C
 from fastppo import _dispatch
-from fastppo._fastpath import GAE, RETURNS, VTRACE, c_contiguous, fast_on_views
+from fastppo._fastpath import GAE, RETURNS, VTRACE, c_contiguous
 from fastppo._fastpath import fast as _fast
 from fastppo._jit import num_threads
 from fastppo.kernels import gae as _kg
@@ -46,10 +46,6 @@ _STATUS_NAMES = {
     K.BAD_BEHAVIOR_LOGP: "behavior_logp",
     K.BAD_TARGET_LOGP: "target_logp",
 }
-# The array arguments, in the fast path's order (for fast_on_views' errors).
-_GAE_ARGS = ("rewards", "values", "last_values", "terminated", "truncated", "final_values",
-             "valid")  # fmt: skip
-_VTRACE_ARGS = ("behavior_logp", "target_logp", *_GAE_ARGS)
 # Parallel blocks are whole multiples of this many envs, so each thread's inner
 # loop covers full SIMD vectors and full cache lines.
 _BLOCK_ALIGN = 16
@@ -407,8 +403,6 @@ def gae(
     """
     arrays = (rewards, values, last_values, terminated, truncated, final_values, valid)
     res = _fast.gae(*arrays, gamma, gae_lambda, out)
-    if res is None:
-        res = fast_on_views(_fast.gae, "gae", _GAE_ARGS, arrays, (gamma, gae_lambda, out))
     if res is not None:
         return res
     return _gae_general(
@@ -523,8 +517,6 @@ def vtrace(
              final_values, valid)  # fmt: skip
     hyper = (gamma, lam, rho_bar, c_bar, pg_rho_bar, out)
     res = _fast.vtrace(*taken, *hyper)
-    if res is None:
-        res = fast_on_views(_fast.vtrace, "vtrace", _VTRACE_ARGS, taken, hyper)
     if res is not None:
         return res
     fn = "vtrace"
@@ -607,11 +599,6 @@ def discounted_returns(
     """
     arrays = (rewards, last_values, terminated, truncated, final_values, valid)
     ret_fast = _fast.discounted_returns(*arrays, gamma, out)
-    if ret_fast is None:
-        ret_fast = fast_on_views(
-            _fast.discounted_returns, "discounted_returns", _GAE_ARGS[:1] + _GAE_ARGS[2:],
-            arrays, (gamma, out),
-        )  # fmt: skip
     if ret_fast is not None:
         return ret_fast
     fn = "discounted_returns"

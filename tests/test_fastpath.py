@@ -324,8 +324,8 @@ def test_one_declaration_of_the_c_entries() -> None:
 
 def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -> None:
     """A plain CPU tensor is viewed by the fast path itself (Tensor.numpy(): the
-    N = 1 torch actor's step); one it cannot view in place (requires_grad) is
-    declined, detached by the public layer, and taken as that view."""
+    N = 1 torch actor's step); one that needs a gradient is taken as its
+    detached view, the view the general path's as_array makes."""
     torch = pytest.importorskip("torch")
     from fastppo.sampling import categorical
 
@@ -352,7 +352,7 @@ def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -
     taken.clear()
     t = torch.from_numpy(x.copy()).requires_grad_(True)
     got = fastppo.sample_categorical(t, seed=3, counter=4)
-    assert taken == [False, True]  # declined as a tensor, taken as its detached view
+    assert taken == [True]  # taken as its detached view, as the general path takes it
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
@@ -410,10 +410,10 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
     assert taken == [True]
     for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
-    # a tensor that needs a gradient: declined, then taken as its detached view
+    # a tensor that needs a gradient: taken as its detached view
     taken.clear()
     got = calls[sweep](lambda a: t(a.copy()).requires_grad_(a.dtype.kind == "f"))
-    assert taken == [False, True]
+    assert taken == [True]
     for g, w in zip(_tup(got), _tup(want)):
         np.testing.assert_array_equal(g, w)
 

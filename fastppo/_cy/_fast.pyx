@@ -278,9 +278,9 @@ cdef object _ndarray_of(object x):
     general path's ``as_array`` takes first), else None (declined).
 
     torch is looked up, never imported: a process without it pays one dict
-    lookup per non-ndarray argument. A tensor numpy cannot view in place
-    (``requires_grad``, off the CPU, bfloat16) raises in ``Tensor.numpy()``
-    and goes to the general path, which explains or detaches.
+    lookup per non-ndarray argument. A tensor that needs a gradient is taken
+    as its detached view, as the general path takes it; one numpy cannot view
+    at all (off the CPU, bfloat16) goes to the general path, which explains.
     """
     global _tensor_type
     if type(x) is cnp.ndarray:
@@ -295,7 +295,16 @@ cdef object _ndarray_of(object x):
     try:
         return x.numpy()
     except Exception:
-        return None
+        pass
+    # numpy cannot view a tensor that needs a gradient: its detached view is
+    # what the general path's as_array takes. (Checked only after the refusal,
+    # so a plain tensor pays nothing; the raise above is most of this call.)
+    try:
+        if x.requires_grad:
+            return x.detach().numpy()
+    except Exception:
+        pass
+    return None
 
 
 cdef inline object _view(object x):

@@ -10,7 +10,6 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail, int_vector
 from fastppo._fastpath import fast as _fast
-from fastppo._fastpath import fast_on_views
 from fastppo.kernels import categorical as _k
 from fastppo.sampling._common import (
     _BOOL,
@@ -130,12 +129,6 @@ def sample_categorical(
     if res is not None:
         return res
     fn = "sample_categorical"
-    res = fast_on_views(
-        _fast.sample_categorical, fn, ("logits", "mask"), (logits, mask),
-        (seed, counter, env_offset, deterministic, out),
-    )  # fmt: skip
-    if res is not None:
-        return res
     x = logits if type(logits) is np.ndarray else as_array(fn, "logits", logits)
     dt = x.dtype
     if dt is not _F32 and dt is not _F64:
