@@ -3,8 +3,8 @@
 The public functions try ``fast.<name>(...)`` first; it returns ``None`` for
 anything it does not recognise (see its module docstring) or above each
 kind's size limit (set by the module that owns the kernel), and the general
-path runs instead. C entry
-points (:mod:`fastppo.kernels.cabi`) are compiled or loaded on first use.
+path runs instead. C entry points (:mod:`fastppo.kernels.cabi`) are compiled
+or loaded on first use.
 """
 
 from __future__ import annotations

@@ -345,15 +345,17 @@ cdef class _Batch:
         """``x``, or the copy in the sweep's order that the general path would
         make of a native-byte-order ndarray without that order's flag (strided,
         unaligned, or Fortran-ordered in a time-major call; :func:`_c_copy`),
-        recording the view's bounds for the overlap test. Only a
-        time-major sweep copies: a batch-major one takes every array in place or
-        declines, as the general path keeps batch-major only when every 2-D
-        array is Fortran-ordered."""
+        recording the view's bounds for the overlap test. A 2-D array is
+        copied only in a time-major sweep: a batch-major one takes every 2-D
+        array in place or declines, as the general path keeps batch-major only
+        when every 2-D array is Fortran-ordered (a 1-D one, ``last_values``,
+        has no order to keep)."""
         if type(x) is not cnp.ndarray:
             return x
         cdef cnp.ndarray a = <cnp.ndarray>x
         if (cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
-                or self.order != cnp.NPY_ARRAY_C_CONTIGUOUS or not cnp.PyArray_ISNOTSWAPPED(a)):
+                or (self.order != cnp.NPY_ARRAY_C_CONTIGUOUS and cnp.PyArray_NDIM(a) != 1)
+                or not cnp.PyArray_ISNOTSWAPPED(a)):
             return x
         self._add(a)
         return self._keep(_c_copy(a))
@@ -405,8 +407,7 @@ cdef class _Batch:
             self.lv32 = <float>self.lv64  # rounds to nearest, as np.full(1, x, float32)
             self.lv = <void*>&self.lv32 if self.d == 0 else <void*>&self.lv64
         elif type(last_values) is cnp.ndarray:
-            if cnp.PyArray_NDIM(<cnp.ndarray>last_values) == 1:
-                last_values = self._c_vector(last_values)
+            last_values = self._ordered(last_values)
             a = <cnp.ndarray>last_values
             if not (
                 cnp.PyArray_TYPE(a) == t
@@ -507,14 +508,6 @@ cdef class _Batch:
             return None
         self._add(<cnp.ndarray>x)
         return x
-
-    cdef object _c_vector(self, object x):
-        """A 1-D ``x`` as a C-contiguous copy when strided (bounds recorded)."""
-        cdef cnp.ndarray a = <cnp.ndarray>x
-        if (cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS) or not cnp.PyArray_ISNOTSWAPPED(a)):
-            return x
-        self._add(a)
-        return self._keep(_c_copy(a))
 
     cdef object outputs(self, object out, int n):
         """``n`` output arrays: fresh, or the caller's if usable; None otherwise."""
