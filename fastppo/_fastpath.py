@@ -32,7 +32,8 @@ def _load_entry(kind: int, d: int) -> int:
     return cabi.address(kind, d)
 
 
-fast.configure(_load_entry, _ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
+_OPTIONS = (_ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
+fast.configure(_load_entry, (*_OPTIONS, _ka.CHECK_ROWS, _ka.STATUS, _ka.BLOCK))
 
 
 __all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "c_contiguous", "fast"]

@@ -66,9 +66,9 @@ EXTENSIONS = "fastppo._cy"
 #: that compiles another task's kernel anyway fails (:func:`_run_task`).
 TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.kernels.sweep": ((), 2),
-    "fastppo.kernels.gae": (_SWEEP, 13),
-    "fastppo.kernels.vtrace": (_SWEEP, 18),
-    "fastppo.kernels.returns": (_SWEEP, 12),
+    "fastppo.kernels.gae": (_SWEEP, 5),
+    "fastppo.kernels.vtrace": (_SWEEP, 8),
+    "fastppo.kernels.returns": (_SWEEP, 5),
     _CHUNKS: ((), 4),
     _CAT: ((_CHUNKS,), 23),
     _GAUSS: ((_CHUNKS,), 27),

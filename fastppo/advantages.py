@@ -51,11 +51,34 @@ _STATUS_NAMES = {
 _BLOCK_ALIGN = 16
 
 
-# The fast path (fastppo._cy._fast) takes plain numpy calls below the parallel
-# size and hands anything else back (None) to the general path below, which
-# validates in full and raises the house errors.
+def _blocks(kind: int, T: int, N: int, batch_major: bool) -> tuple[int, int]:
+    """A large sweep's envs per block and its validation's row ranges
+    (``fastppo._cy._fast`` asks from ``PARALLEL_MIN_ELEMENTS`` on): all the
+    envs in one serial call, or one block per thread.
+
+    GAE and discounted returns are memory-bound: measured on a 2-vCPU VM,
+    a second thread adds no bandwidth (serial 1.1-1.3 ms vs 1.0-1.3 ms at
+    [2048, 256]) and a parallel run waits 10-20 ms whenever another
+    process holds a core. So with 2 threads or fewer they stay serial;
+    V-trace (exp-bound) gains ~25% from two threads.
+    """
+    threads = num_threads()
+    if threads < 2 or N < 2 * _BLOCK_ALIGN:
+        return N, 1
+    if kind != VTRACE and threads <= _dispatch.SERIAL_MAX_THREADS:
+        return N, 1
+    per = -(-N // threads)
+    per = -(-per // _BLOCK_ALIGN) * _BLOCK_ALIGN
+    return per, int(K.parts(N if batch_major else T, -(-N // per)))
+
+
+# The fast path (fastppo._cy._fast) takes plain numpy calls of any size (large
+# ones on threads, as _blocks says) and hands anything else back (None) to the
+# general path below, which validates in full, converts, and raises the house
+# errors; what it converted then goes through the same C entry.
 for _kind in (GAE, VTRACE, RETURNS):
     _fast.set_limit(_kind, _dispatch.PARALLEL_MIN_ELEMENTS)
+_fast.set_blocks(_blocks)
 
 
 class _Sweep:
@@ -233,42 +256,27 @@ class _Sweep:
     def fast(
         self, entry: Any, head: tuple[np.ndarray, ...], hyper: tuple[Any, ...], outs: Any
     ) -> Any:
-        """The kernel through the fast path's C entry once validation and
+        """The sweep through the fast path's C entry once validation and
         conversions are done (float flags, strided copies): ``entry(*head,
         last_values, flags, final_values, *hyper, outs)`` with the kernel-ready
-        arrays (1-D again for a 1-D call), so a small call in any form skips
-        Numba's dispatch of a dozen arrays (about 5 us). None when it declines
-        (a problem for the parallel build, out= buffers it cannot write)."""
+        arrays and outputs (1-D again for a 1-D call), serial or on threads as
+        for any call it takes. None when it refuses a non-finite input
+        (nothing written); the serial kernel then names it."""
 
         def k(a: np.ndarray) -> np.ndarray:
             return a.reshape(a.shape[0]) if self.one_d else a
 
+        # With neither final values nor a valid mask, check_bootstrap proved
+        # every truncated step terminated too: the flags change nothing, and
+        # the C entry would refuse them as possibly ambiguous.
+        trunc = self.has_trunc and (self.has_final or self.has_valid)
         return entry(
             *(k(a) for a in head), self.last, k(self.term),
-            k(self.trunc) if self.has_trunc else None,
+            k(self.trunc) if trunc else None,
             k(self.fv) if self.has_final else None,
             k(self.valid) if self.has_valid else None,
-            *hyper, outs,
+            *hyper, tuple(k(o) for o in outs) if isinstance(outs, tuple) else k(outs),
         )  # fmt: skip
-
-    def block(self, memory_bound: bool) -> tuple[bool, int]:
-        """(parallel?, envs per block).
-
-        GAE and discounted returns are memory-bound: measured on a 2-vCPU VM,
-        a second thread adds no bandwidth (serial 1.1-1.3 ms vs 1.0-1.3 ms at
-        [2048, 256]) and a parallel region waits 10-20 ms whenever another
-        process holds a core. So with 2 threads or fewer they stay serial;
-        V-trace (exp-bound) gains ~25% from two threads.
-        """
-        T, N = self.r.shape
-        threads = num_threads()
-        if T * N < _dispatch.PARALLEL_MIN_ELEMENTS or N < 2 * _BLOCK_ALIGN:
-            return False, N
-        if memory_bound and threads <= _dispatch.SERIAL_MAX_THREADS:
-            return False, N
-        per = -(-N // threads)
-        per = -(-per // _BLOCK_ALIGN) * _BLOCK_ALIGN
-        return True, per
 
     def outputs(
         self,
@@ -439,14 +447,11 @@ def _gae_general(
         {"rewards": s.r, "values": v2, "last_values": s.last},
         order="F" if bm else "C",
     )
-    if s.fast(_fast.gae, (s.r, v2), (g, lam), (adv, ret)) is not None:
-        return adv, ret
-    par, block = s.block(memory_bound=True)
     k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
-    kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
-    ka, kr = _kernel_views(bm, k_adv, k_ret)
-    code = kern[par](s.rollout(bm, v2), s.options, g, g * lam, block, ka, kr)
-    if code:
+    if s.fast(_fast.gae, (s.r, v2), (g, lam), (k_adv, k_ret)) is None:
+        kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
+        ka, kr = _kernel_views(bm, k_adv, k_ret)
+        code = kern(s.rollout(bm, v2), s.options, g, g * lam, s.r.shape[1], ka, kr)
         s.raise_status(
             fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
         )
@@ -554,14 +559,12 @@ def vtrace(
     arrays = {"rewards": s.r, "values": v2, "last_values": s.last, **logps}
     s.given.update(values=values, behavior_logp=behavior_logp, target_logp=target_logp)
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays, order="F" if bm else "C")
-    if s.fast(_fast.vtrace, (blp, tlp, s.r, v2), (g, lam_, rb, cb, pb), (vs, pg)) is not None:
-        return vs, pg
-    par, block = s.block(memory_bound=False)
     k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
-    kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
-    kv, kp = _kernel_views(bm, k_vs, k_pg)
-    code = kern[par](s.rollout(bm, v2, blp, tlp), s.options, g, lam_, rb, cb, pb, block, kv, kp)
-    if code:
+    if s.fast(_fast.vtrace, (blp, tlp, s.r, v2), (g, lam_, rb, cb, pb), (k_vs, k_pg)) is None:
+        kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
+        kv, kp = _kernel_views(bm, k_vs, k_pg)
+        ro = s.rollout(bm, v2, blp, tlp)
+        code = kern(ro, s.options, g, lam_, rb, cb, pb, s.r.shape[1], kv, kp)
         s.raise_status(fn, code, {**arrays, "final_values": s.fv})
     _copy_back(vs, k_vs)
     _copy_back(pg, k_pg)
@@ -609,14 +612,11 @@ def discounted_returns(
     (ret,) = s.outputs(
         fn, out, ("returns",), {"rewards": s.r, "last_values": s.last}, order="F" if bm else "C"
     )
-    if s.fast(_fast.discounted_returns, (s.r,), (g,), ret) is not None:
-        return ret
-    par, block = s.block(memory_bound=True)
     k_ret = _as_2d_out(ret, bm)
-    kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
-    (kr,) = _kernel_views(bm, k_ret)
-    code = kern[par](s.rollout(bm), s.options, g, block, kr)
-    if code:
+    if s.fast(_fast.discounted_returns, (s.r,), (g,), k_ret) is None:
+        kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
+        (kr,) = _kernel_views(bm, k_ret)
+        code = kern(s.rollout(bm), s.options, g, s.r.shape[1], kr)
         s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
     _copy_back(ret, k_ret)
     return ret

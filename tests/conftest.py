@@ -18,20 +18,30 @@ class _NoFastPath:
 
 
 @pytest.fixture
-def force_parallel_sweeps(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
-    """Make every advantage sweep take the parallel build (blocks of ``align`` envs).
+def force_parallel_sweeps(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Callable[[int], None]:
+    """Make every advantage sweep of two envs or more run on threads
+    (``fastppo._cy._fast``): three blocks of envs, rounded up to ``align``,
+    whatever the machine's thread count, and whatever the call's size.
 
-    The small-call fast path (serial only) and the serial rule for memory-bound
-    sweeps on small machines are switched off too.
+    The serial rule for memory-bound sweeps on small machines is switched off too.
     """
     from fastppo import _dispatch
     from fastppo import advantages as adv_mod
+    from fastppo._fastpath import GAE, RETURNS, VTRACE, fast
+
+    def restore() -> None:
+        for kind in (GAE, VTRACE, RETURNS):
+            fast.set_limit(kind, _dispatch.PARALLEL_MIN_ELEMENTS)
 
     def force(align: int = 1) -> None:
-        monkeypatch.setattr(_dispatch, "PARALLEL_MIN_ELEMENTS", 0)
+        request.addfinalizer(restore)
+        for kind in (GAE, VTRACE, RETURNS):
+            fast.set_limit(kind, 0)
         monkeypatch.setattr(adv_mod, "_BLOCK_ALIGN", align)
         monkeypatch.setattr(_dispatch, "SERIAL_MAX_THREADS", 0)
-        monkeypatch.setattr(adv_mod, "_fast", _NoFastPath)
+        monkeypatch.setattr(adv_mod, "num_threads", lambda: 3)
 
     return force
 

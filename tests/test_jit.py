@@ -98,12 +98,12 @@ def test_the_cache_next_to_the_sources_survives_a_move(tmp_path):
 
 
 def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():
-    from fastppo.kernels import cabi, gae, rng
+    from fastppo.kernels import cabi, checks, gae, rng
 
     for compiled in (
-        gae.gae_kernel[0],  # kernel_pair, serial
-        gae.gae_kernel[1],  # kernel_pair, parallel
-        gae._gae_block,  # kernel
+        checks.all_finite_serial,  # kernel_pair, serial
+        checks.all_finite_parallel,  # kernel_pair, parallel
+        gae.gae_kernel,  # kernel
         rng.philox4x32_10,  # inline
         cabi.entry(0, 0),  # c_entry
     ):

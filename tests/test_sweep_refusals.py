@@ -78,6 +78,10 @@ def _public(sweep: str, kw: dict[str, Any]) -> Any:
     return getattr(fastppo, sweep)(**kw)
 
 
+def _tuple(res: Any) -> tuple[np.ndarray, ...]:
+    return res if isinstance(res, tuple) else (res,)
+
+
 def _fast_call(sweep: str, kw: dict[str, Any]) -> Any:
     full = {**_DEFAULTS, "out": None, **kw}
     return getattr(_fast, sweep)(*(full[k] for k in _FAST_ARGS[sweep]))
@@ -233,11 +237,27 @@ def _reference(sweep: str, kw: dict[str, Any]) -> tuple[np.ndarray, ...]:
     return (R.discounted_returns(r, lv, te, **kw),)
 
 
-def test_a_large_problem_is_declined_for_size_not_validity() -> None:
-    kw = _base("gae", np.float32)
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_a_large_problem_is_taken_on_threads_with_the_serial_bits(sweep, force_parallel_sweeps):
+    """Above the parallel size the fast path takes the call and, as the block
+    rule says, runs the serial kernel's steps on threads: the same bits as one
+    serial call; a bad input is still refused before anything is written."""
     n = _dispatch.PARALLEL_MIN_ELEMENTS // T + 1
-    big = np.zeros((T, n), np.float32)
-    kw.update(rewards=big, values=big, last_values=big[0], terminated=big.astype(bool))
-    assert _fast_call("gae", kw) is None
-    adv, _ = _public("gae", kw)
-    assert adv.shape == (T, n) and not adv.any()
+    rng = np.random.default_rng(9)
+    kw = {k: v for k, v in _base(sweep, np.float32).items()}
+    for k in ("rewards", "values", "behavior_logp", "target_logp"):
+        if k in kw:
+            kw[k] = (0.3 * rng.standard_normal((T, n))).astype(np.float32)
+    kw["last_values"] = rng.standard_normal(n).astype(np.float32)
+    kw["terminated"] = rng.random((T, n)) < 0.2
+    serial = _fast_call(sweep, kw)
+    force_parallel_sweeps(16)
+    threaded = _fast_call(sweep, kw)
+    for a, b in zip(_tuple(serial), _tuple(threaded), strict=True):
+        assert a.tobytes() == b.tobytes()
+    out = tuple(np.full_like(a, 7.0) for a in _tuple(serial))
+    kw["rewards"] = kw["rewards"].copy()
+    kw["rewards"][T - 1, n - 1] = np.nan  # the last row checked, in the last block
+    kw["out"] = out if len(out) == 2 else out[0]
+    assert _fast_call(sweep, kw) is None
+    assert all((o == 7.0).all() for o in out)

@@ -424,10 +424,12 @@ def test_inputs_are_not_copied(name: str, kind: str, spy: list) -> None:
         assert np.shares_memory(a, arrays[k]), f"{name}: input {k!r} given as {kind} was copied"
         checked.add(k)
     # Exact ndarrays may skip as_array (a fast path); the allocation test covers them.
-    # So may tensors in sample_categorical's fast path, which views them with
-    # Tensor.numpy() itself (detached first when they need a gradient)
+    # So may tensors in the fast path of sample_categorical and the sweeps (of
+    # any size), which views them with Tensor.numpy() itself (detached first
+    # when they need a gradient)
     # (test_fastpath.py::test_torch_logits_take_the_fast_path_through_their_numpy_view).
-    own_views = name == "sample_categorical" and kind in ("torch", "torch_requires_grad")
+    fast_path = ("sample_categorical", "gae", "vtrace", "discounted_returns")
+    own_views = name in fast_path and kind in ("torch", "torch_requires_grad")
     used = {k for k in wrapped.used if type(wrapped[k]) is not np.ndarray and not own_views}
     assert not used - checked, f"{name}: inputs never seen by as_array: {used - checked}"
 

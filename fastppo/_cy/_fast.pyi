@@ -5,14 +5,9 @@ from typing import Any
 
 import numpy as np
 
-def configure(
-    loader: Callable[[int, int], int],
-    has_trunc: int,
-    has_final: int,
-    has_valid: int,
-    batch_major: int,
-) -> None: ...
+def configure(loader: Callable[[int, int], int], options: tuple[int, ...]) -> None: ...
 def set_limit(kind: int, size: int) -> None: ...
+def set_blocks(rule: Callable[[int, int, int, bool], tuple[int, int]]) -> None: ...
 def c_contiguous(a: np.ndarray) -> np.ndarray: ...
 def gae(
     rewards: Any,

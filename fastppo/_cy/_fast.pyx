@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""The small-call fast path of ``gae``, ``vtrace``, ``discounted_returns`` and
-``sample_categorical``.
+"""The fast path of ``gae``, ``vtrace``, ``discounted_returns`` (every size) and
+``sample_categorical`` (small calls).
 
 For a small sweep the Python layer and Numba's dispatch are the whole cost:
 typing and unboxing 13-19 arguments alone takes ~2 us, the general
@@ -19,19 +19,24 @@ strided or unaligned views (and Fortran-ordered arrays of a time-major
 call) are copied in C order, float 0/1 flags become uint8; the bounds of the caller's
 views still count for the overlap test.
 
+A sweep of any size is taken: from its ``set_limit`` size on, the
+``set_blocks`` rule may split it into blocks of envs, and the serial
+kernel's steps (the validation's row ranges, then the blocks) run on OpenMP
+threads, the same bits as one call (:func:`_threaded`).
+
 Every function returns ``None`` when anything is unusual (another array
-type, a flag that is not 0/1, a bad hyperparameter, an ambiguous truncation, a
-large problem that the parallel build should take, a non-finite input the
-kernel refused): the caller then runs the general path, which validates in
-full and raises the house errors. So this module never raises for bad input
+type, a flag that is not 0/1, a bad hyperparameter, an ambiguous truncation,
+a large categorical problem that the parallel build should take, a
+non-finite input the kernel refused): the caller then runs the general
+path, which validates in full and raises the house errors. So this module never raises for bad input
 and holds no error messages of its own; on a nonzero kernel status nothing
 was written.
 
 Entry points are resolved on first use by ``loader(kind, dtype_index)``
 (kind 0 gae, 1 vtrace, 2 discounted_returns, 3 categorical; dtype 0 float32,
-1 float64), so a process compiles or loads only the ones it calls. Each kind
-takes problems below its ``set_limit`` size (elements or logits): above it
-the public layer's parallel build is the better choice.
+1 float64), so a process compiles or loads only the ones it calls. The
+categorical sampler takes problems below its ``set_limit`` size (logits):
+above it the public layer's parallel build is the better choice.
 
 Rebuild after editing: ``pip install -e .``.
 """
@@ -39,40 +44,45 @@ Rebuild after editing: ``pip install -e .``.
 import sys
 
 cimport numpy as cnp
+from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uintptr_t
 
 cnp.import_array()
 
 ctypedef int64_t (*gae_fn)(void*, void*, void*, unsigned char*, unsigned char*, void*,
                            unsigned char*, int64_t, double, double, int64_t, int64_t,
-                           void*, void*) noexcept nogil
+                           int64_t, int64_t, void*, void*) noexcept nogil
 ctypedef int64_t (*vtrace_fn)(void*, void*, void*, void*, void*, unsigned char*,
                               unsigned char*, void*, unsigned char*, int64_t, double,
                               double, double, double, double, int64_t, int64_t,
-                              void*, void*) noexcept nogil
+                              int64_t, int64_t, void*, void*) noexcept nogil
 ctypedef int64_t (*categorical_fn)(void*, int64_t, unsigned char*, int64_t, int64_t, int64_t,
                                    int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                    int64_t, int64_t, int64_t, int64_t, int64_t*,
                                    float*) noexcept nogil
 ctypedef int64_t (*returns_fn)(void*, void*, unsigned char*, unsigned char*, void*,
                                unsigned char*, int64_t, double, int64_t, int64_t,
-                               void*) noexcept nogil
+                               int64_t, int64_t, void*) noexcept nogil
 ctypedef int64_t (*env_step_fn)(double*, int64_t*, void*, int64_t, int64_t, int64_t, float*,
                                 double*, unsigned char*, unsigned char*, float*,
                                 int64_t) noexcept nogil
 
-# Must match fastppo.kernels.sweep.HAS_* and BATCH_MAJOR (checked by configure()).
+# Must match fastppo.kernels.sweep's option bits (checked by configure()).
 cdef enum:
     HAS_TRUNC = 1
     HAS_FINAL = 2
     HAS_VALID = 4
     BATCH_MAJOR = 8
+    CHECK_ROWS = 16
+    STATUS = 32
+    BLOCK = 64
 
 cdef enum:
     N_KINDS = 4
 cdef void* _entries[N_KINDS][2]
 cdef Py_ssize_t _limits[N_KINDS]
 cdef object _loader = None
+cdef object _blocks = None
 cdef unsigned char _no_mask = 0
 
 cdef object _tensor_type = None  # torch.Tensor, once torch is imported
@@ -81,12 +91,14 @@ cdef int _FLOAT_FLAGS = cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED
 cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
 
 
-def configure(loader, int has_trunc, int has_final, int has_valid, int batch_major):
-    """Set the entry-point loader (limits start at 0: nothing is taken)."""
+def configure(loader, tuple options):
+    """Set the entry-point loader (limits start at 0: nothing is taken).
+
+    ``options``: fastppo.kernels.sweep's (HAS_TRUNC, HAS_FINAL, HAS_VALID,
+    BATCH_MAJOR, CHECK_ROWS, STATUS, BLOCK), which this module's must equal.
+    """
     global _loader
-    if (has_trunc, has_final, has_valid, batch_major) != (
-        HAS_TRUNC, HAS_FINAL, HAS_VALID, BATCH_MAJOR
-    ):
+    if options != (HAS_TRUNC, HAS_FINAL, HAS_VALID, BATCH_MAJOR, CHECK_ROWS, STATUS, BLOCK):
         raise RuntimeError("fastppo._cy._fast is stale; rebuild with `pip install -e .`")
     _loader = loader
     for k in range(N_KINDS):
@@ -96,10 +108,19 @@ def configure(loader, int has_trunc, int has_final, int has_valid, int batch_maj
 
 
 def set_limit(int kind, Py_ssize_t size):
-    """Kind ``kind`` takes problems of fewer than ``size`` elements (logits)."""
+    """Kind ``kind`` takes problems of fewer than ``size`` elements (logits);
+    a sweep takes any size, and from ``size`` on asks ``set_blocks``'s rule
+    whether to run on threads."""
     if not 0 <= kind < N_KINDS:
         raise ValueError(f"set_limit: kind must be in [0, {N_KINDS}), got {kind}")
     _limits[kind] = size
+
+
+def set_blocks(rule):
+    """``rule(kind, T, N, batch_major) -> (block, parts)``: a large sweep's envs
+    per block (``N``: one serial call) and its validation's row ranges."""
+    global _blocks
+    _blocks = rule
 
 
 cdef void* _entry(int kind, int d) except? NULL:
@@ -321,6 +342,8 @@ cdef inline object _view(object x):
 cdef class _Batch:
     """The recognised inputs of one sweep call (arrays, pointers, spans)."""
     cdef cnp.ndarray r
+    cdef int kind
+    cdef bint large                 # at or above the kind's limit: maybe threaded
     cdef int d                      # 0 float32, 1 float64
     cdef int order                  # every array's contiguity flag: C, or F (batch-major)
     cdef int64_t T, N
@@ -383,8 +406,10 @@ cdef class _Batch:
             self.N = cnp.PyArray_DIM(r, 1)
         else:
             return False
-        if self.T == 0 or self.N == 0 or self.T * self.N >= _limits[kind]:
+        if self.T == 0 or self.N == 0:
             return False
+        self.kind = kind
+        self.large = self.T * self.N >= _limits[kind]
         if not cnp.PyArray_ISNOTSWAPPED(r):
             return False
         # time-major C order, or (the general path's rule) every 2-D array
@@ -554,6 +579,89 @@ cdef inline void* _data(object a) noexcept:
     return cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
+cdef struct Sweep:
+    # one sweep call's C entry and arguments (the floats as void*)
+    int kind
+    void* fn
+    void* blp
+    void* tlp
+    void* r
+    void* v
+    void* lv
+    unsigned char* te
+    unsigned char* tr
+    void* fv
+    unsigned char* ok
+    int64_t options
+    double h[5]                     # the hyperparameters in the entry's order
+    int64_t T, N
+    void* o0
+    void* o1
+
+
+cdef int64_t _call(Sweep* s, int64_t step, int64_t lo, int64_t hi) noexcept nogil:
+    """The sweep's C entry, whole (``step`` 0) or one step of a threaded run."""
+    cdef int64_t opt = s.options | step
+    if s.kind == 0:
+        return (<gae_fn>s.fn)(s.r, s.v, s.lv, s.te, s.tr, s.fv, s.ok, opt, s.h[0], s.h[1],
+                              s.T, s.N, lo, hi, s.o0, s.o1)
+    if s.kind == 1:
+        return (<vtrace_fn>s.fn)(s.blp, s.tlp, s.r, s.v, s.lv, s.te, s.tr, s.fv, s.ok, opt,
+                                 s.h[0], s.h[1], s.h[2], s.h[3], s.h[4], s.T, s.N, lo, hi,
+                                 s.o0, s.o1)
+    return (<returns_fn>s.fn)(s.r, s.lv, s.te, s.tr, s.fv, s.ok, opt, s.h[0], s.T, s.N, lo,
+                              hi, s.o0)
+
+
+cdef int64_t _threaded(Sweep* s, int64_t block, int64_t parts) noexcept nogil:
+    """The serial kernel's steps on OpenMP threads: the validation pass's
+    ``parts`` row ranges, then, once every input passed, each block of
+    ``block`` envs. Each element sees the serial sweep's operations in the
+    same order, so the results are its bits. (Numba's ``parallel=True``
+    builds did this with a ``prange``; each cost 3-4x its serial twin to
+    compile. OpenMP's threads wait spinning between regions, so a handoff
+    costs about a microsecond where a Python thread pool's took 55-80 us.)"""
+    cdef int64_t n = s.N
+    cdef int64_t rows = s.N if s.options & BATCH_MAJOR else s.T
+    cdef int64_t nblocks = (n + block - 1) // block
+    cdef int64_t p, b, code, mask = 0
+    for p in prange(parts, num_threads=nblocks, schedule="static"):
+        mask |= _call(s, CHECK_ROWS, p * rows // parts, (p + 1) * rows // parts)
+    code = _call(s, STATUS, mask, 0)
+    if code != 0:
+        return code
+    for b in prange(nblocks, num_threads=nblocks, schedule="static"):
+        _call(s, BLOCK, b * block, min(n, (b + 1) * block))
+    return 0
+
+
+cdef object _run(_Batch b, Sweep* s, object outs):
+    """Run the sweep: in one call, or for a large one as ``set_blocks``'s rule
+    says; ``outs``, or None when the kernel refused an input (nothing written)."""
+    cdef int64_t block = b.N, parts = 1, code
+    if b.large:
+        block, parts = _blocks(b.kind, b.T, b.N, (b.options & BATCH_MAJOR) != 0)
+    with nogil:
+        if block >= b.N:
+            code = _call(s, 0, 0, 0)
+        else:
+            code = _threaded(s, block, parts)
+    return outs if code == 0 else None
+
+
+cdef inline void _fill(Sweep* s, _Batch b, int kind) noexcept:
+    s.kind = kind
+    s.r = _data(b.r)
+    s.lv = b.lv
+    s.te = b.te
+    s.tr = b.tr
+    s.fv = b.fv
+    s.ok = b.ok
+    s.options = b.options
+    s.T = b.T
+    s.N = b.N
+
+
 def gae(rewards, values, last_values, terminated, truncated, final_values, valid,
         gamma, gae_lambda, out):
     """``fastppo.gae`` for the common case; None: run the general path."""
@@ -571,17 +679,15 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     outs = b.outputs(out, 2)
     if outs is None:
         return None
-    cdef gae_fn fn = <gae_fn>_entry(0, b.d)
-    cdef double g = <double>gamma
-    cdef double gl = g * <double>gae_lambda
-    cdef void* pr = _data(b.r)
-    cdef void* pv = _data(values)
-    cdef void* pa = _data(outs[0])
-    cdef void* pb = _data(outs[1])
-    cdef int64_t code
-    with nogil:
-        code = fn(pr, pv, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, gl, b.T, b.N, pa, pb)
-    return outs if code == 0 else None
+    cdef Sweep s
+    _fill(&s, b, 0)
+    s.fn = _entry(0, b.d)
+    s.v = _data(values)
+    s.h[0] = <double>gamma
+    s.h[1] = s.h[0] * <double>gae_lambda
+    s.o0 = _data(outs[0])
+    s.o1 = _data(outs[1])
+    return _run(b, &s, outs)
 
 
 def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated, truncated,
@@ -605,20 +711,20 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     outs = b.outputs(out, 2)
     if outs is None:
         return None
-    cdef vtrace_fn fn = <vtrace_fn>_entry(1, b.d)
-    cdef double g = <double>gamma, l = <double>lam
-    cdef double rb = <double>rho_bar, cb = <double>c_bar, pb = <double>pg_rho_bar
-    cdef void* pblp = _data(behavior_logp)
-    cdef void* ptlp = _data(target_logp)
-    cdef void* pr = _data(b.r)
-    cdef void* pv = _data(values)
-    cdef void* pvs = _data(outs[0])
-    cdef void* ppg = _data(outs[1])
-    cdef int64_t code
-    with nogil:
-        code = fn(pblp, ptlp, pr, pv, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, l, rb, cb,
-                  pb, b.T, b.N, pvs, ppg)
-    return outs if code == 0 else None
+    cdef Sweep s
+    _fill(&s, b, 1)
+    s.fn = _entry(1, b.d)
+    s.blp = _data(behavior_logp)
+    s.tlp = _data(target_logp)
+    s.v = _data(values)
+    s.h[0] = <double>gamma
+    s.h[1] = <double>lam
+    s.h[2] = <double>rho_bar
+    s.h[3] = <double>c_bar
+    s.h[4] = <double>pg_rho_bar
+    s.o0 = _data(outs[0])
+    s.o1 = _data(outs[1])
+    return _run(b, &s, outs)
 
 
 def discounted_returns(rewards, last_values, terminated, truncated, final_values, valid,
@@ -639,14 +745,13 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     outs = b.outputs(out, 1)
     if outs is None:
         return None
-    cdef returns_fn fn = <returns_fn>_entry(2, b.d)
-    cdef double g = <double>gamma
-    cdef void* pr = _data(b.r)
-    cdef void* pret = _data(outs[0])
-    cdef int64_t code
-    with nogil:
-        code = fn(pr, b.lv, b.te, b.tr, b.fv, b.ok, b.options, g, b.T, b.N, pret)
-    return outs[0] if code == 0 else None
+    cdef Sweep s
+    _fill(&s, b, 2)
+    s.fn = _entry(2, b.d)
+    s.h[0] = <double>gamma
+    s.o0 = _data(outs[0])
+    res = _run(b, &s, outs)
+    return None if res is None else res[0]
 
 
 def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, out):

@@ -1,13 +1,16 @@
 """C entry points of serial kernels, for the Cython fast path (``fastppo._cy._fast``).
 
 Each entry takes raw pointers plus the shape, rebuilds C-contiguous views
-with ``numba.carray`` (no copy) and calls the serial build of the kernel in
+with ``numba.carray`` (no copy) and calls the kernel in
 :mod:`fastppo.kernels.gae`, ``vtrace``, ``returns`` or ``categorical``, so the
 arithmetic is the kernels', bit for bit. A sweep whose ``options`` carry
 ``BATCH_MAJOR`` views its arrays as ``[N, T]`` rows and calls the batch-major
-kernel. Float arguments are declared as
-typed pointers; the Cython caller passes ``void*`` (the same C ABI) and picks
-the float32 or float64 entry.
+kernel. A sweep's ``options`` may also name one step of a threaded run
+(``CHECK_ROWS``, ``STATUS``, ``BLOCK`` of :mod:`fastppo.kernels.sweep`, over
+``lo:hi``): the Cython caller runs the validation's row ranges, then the
+blocks of envs, on OpenMP threads; otherwise ``lo`` and ``hi`` are unused.
+Float arguments are declared as typed pointers; the Cython caller passes
+``void*`` (the same C ABI) and picks the float32 or float64 entry.
 Flags are ``uint8`` (numpy bool has the same layout). Every entry returns the
 kernel's status code (the sweeps: nonzero means nothing was written; the
 categorical sampler: -1, or the first bad env).
@@ -21,12 +24,21 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
 from numba import carray, types
 
 from fastppo._jit import c_entry, inline
 from fastppo.kernels import categorical as S
 from fastppo.kernels import gae, returns, vtrace
-from fastppo.kernels.sweep import BATCH_MAJOR, rollout
+from fastppo.kernels.sweep import (
+    BATCH_MAJOR,
+    BLOCK,
+    CHECK_ROWS,
+    STATUS,
+    check_rows,
+    rollout,
+    status,
+)
 
 #: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
 #: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
@@ -38,17 +50,18 @@ ENTRY_ARGS: tuple[tuple[tuple[str, str], ...], ...] = (
     (
         ("r", "F*"), ("v", "F*"), ("lv", "F*"), ("te", "u8*"), ("tr", "u8*"), ("fv", "F*"),
         ("ok", "u8*"), ("options", "i64"), ("gamma", "f64"), ("gl", "f64"), ("T", "i64"),
-        ("N", "i64"), ("adv", "F*"), ("ret", "F*"),
+        ("N", "i64"), ("lo", "i64"), ("hi", "i64"), ("adv", "F*"), ("ret", "F*"),
     ),
     (
         ("blp", "F*"), ("tlp", "F*"), ("r", "F*"), ("v", "F*"), ("lv", "F*"), ("te", "u8*"),
         ("tr", "u8*"), ("fv", "F*"), ("ok", "u8*"), ("options", "i64"), ("gamma", "f64"),
         ("lam", "f64"), ("rb", "f64"), ("cb", "f64"), ("pb", "f64"), ("T", "i64"),
-        ("N", "i64"), ("vs", "F*"), ("pg", "F*"),
+        ("N", "i64"), ("lo", "i64"), ("hi", "i64"), ("vs", "F*"), ("pg", "F*"),
     ),
     (
         ("r", "F*"), ("lv", "F*"), ("te", "u8*"), ("tr", "u8*"), ("fv", "F*"), ("ok", "u8*"),
-        ("options", "i64"), ("gamma", "f64"), ("T", "i64"), ("N", "i64"), ("ret", "F*"),
+        ("options", "i64"), ("gamma", "f64"), ("T", "i64"), ("N", "i64"), ("lo", "i64"),
+        ("hi", "i64"), ("ret", "F*"),
     ),
     (
         ("x", "F*"), ("kind", "i64"), ("m", "u8*"), ("m_rows", "i64"), ("m_cols", "i64"),
@@ -73,45 +86,77 @@ def signature(kind: int, fp: types.Type) -> Any:
     return types.int64(*args)
 
 
-_gae_serial = gae.gae_kernel[0]
-_gae_bm = gae.gae_batch_major_kernel[0]
-_vtrace_serial = vtrace.vtrace_kernel[0]
-_vtrace_bm = vtrace.vtrace_batch_major_kernel[0]
-_returns_serial = returns.discounted_returns_kernel[0]
-_returns_bm = returns.discounted_returns_batch_major_kernel[0]
-
-
 @inline
 def _shape(options, T, N):  # pragma: no cover - compiled
     return (N, T) if options & BATCH_MAJOR else (T, N)
 
 
-def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, adv, ret):  # pragma: no cover
+@inline
+def _validation(ro, has_values, has_logp, options, lo, hi):  # pragma: no cover - compiled
+    """A threaded sweep's validation steps: CHECK_ROWS, the mask of rows
+    ``lo:hi``; STATUS, the status code of the OR of the masks (``lo``)."""
+    if options & CHECK_ROWS:
+        return check_rows(ro, has_values, has_logp, options, lo, hi)
+    return status(np.full(1, lo, np.int64), ro[2])
+
+
+def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, lo, hi, adv, ret):  # pragma: no cover
     s = _shape(options, T, N)
     ro = _rollout(r, v, lv, fv, te, tr, ok, r, r, s, N)
     a, b = carray(adv, s), carray(ret, s)
-    if options & BATCH_MAJOR:
-        return _gae_bm(ro, options, gamma, gl, N, a, b)
-    return _gae_serial(ro, options, gamma, gl, N, a, b)
+    if options & (CHECK_ROWS | STATUS):
+        return _validation(ro, True, False, options, lo, hi)
+    bm = options & BATCH_MAJOR
+    if options & BLOCK:
+        g, g_l = ro[0].dtype.type(gamma), ro[0].dtype.type(gl)
+        if bm:
+            gae.gae_rows(ro, options, g, g_l, lo, hi, a, b)
+        else:
+            gae.gae_block(ro, options, g, g_l, lo, hi, a, b)
+        return 0
+    if bm:
+        return gae.gae_batch_major_kernel(ro, options, gamma, gl, N, a, b)
+    return gae.gae_kernel(ro, options, gamma, gl, N, a, b)
 
 
 def _vtrace(  # pragma: no cover - compiled
-    blp, tlp, r, v, lv, te, tr, fv, ok, options, gamma, lam, rb, cb, pb, T, N, vs, pg
+    blp, tlp, r, v, lv, te, tr, fv, ok, options, gamma, lam, rb, cb, pb, T, N, lo, hi, vs, pg
 ):
     s = _shape(options, T, N)
     ro = _rollout(r, v, lv, fv, te, tr, ok, blp, tlp, s, N)
     vs_, pg_ = carray(vs, s), carray(pg, s)
-    if options & BATCH_MAJOR:
-        return _vtrace_bm(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
-    return _vtrace_serial(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
+    if options & (CHECK_ROWS | STATUS):
+        return _validation(ro, True, True, options, lo, hi)
+    bm = options & BATCH_MAJOR
+    if options & BLOCK:
+        g = ro[0].dtype.type(gamma)
+        if bm:
+            vtrace.vtrace_rows(ro, options, g, lam, rb, cb, pb, lo, hi, vs_, pg_)
+        else:
+            vtrace.vtrace_block(ro, options, g, lam, rb, cb, pb, lo, hi, vs_, pg_)
+        return 0
+    if bm:
+        return vtrace.vtrace_batch_major_kernel(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
+    return vtrace.vtrace_kernel(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
 
 
-def _returns(r, lv, te, tr, fv, ok, options, gamma, T, N, ret):  # pragma: no cover
+def _returns(r, lv, te, tr, fv, ok, options, gamma, T, N, lo, hi, ret):  # pragma: no cover
     s = _shape(options, T, N)
     ro = _rollout(r, r, lv, fv, te, tr, ok, r, r, s, N)
-    if options & BATCH_MAJOR:
-        return _returns_bm(ro, options, gamma, N, carray(ret, s))
-    return _returns_serial(ro, options, gamma, N, carray(ret, s))
+    out = carray(ret, s)
+    if options & (CHECK_ROWS | STATUS):
+        return _validation(ro, False, False, options, lo, hi)
+    bm = options & BATCH_MAJOR
+    if options & BLOCK:
+        g = ro[0].dtype.type(gamma)
+        if bm:
+            returns.returns_rows(ro, options, g, lo, hi, out)
+        else:
+            returns.returns_block(ro, options, g, lo, hi, out)
+        return 0
+    if bm:
+        return returns.discounted_returns_batch_major_kernel(ro, options, gamma, N, out)
+    return returns.discounted_returns_kernel(ro, options, gamma, N, out)
 
 
 _record = inline(rollout)

@@ -21,10 +21,9 @@ time-major sweep.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair, subroutine
+from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.sweep import CHUNK, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import gae_tile, lanes
 
@@ -39,7 +38,7 @@ def _delta(r, nv, v, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # prag
 
 
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
-def _gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
+def gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1``.
 
     Every row is sliced to ``n0:n1`` and indexed from 0: a contiguous 1-D view
@@ -93,7 +92,7 @@ def _gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: n
         t_hi = t_lo
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
 def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: no cover - compiled
     """GAE (Schulman et al. 2016, arXiv 1506.02438), backwards in time.
 
@@ -117,9 +116,9 @@ def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: 
     code = validate(ro, True, False, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0 = b * block
-        _gae_block(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
+        gae_block(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
     return OK
 
 
@@ -146,7 +145,7 @@ def block_rows(x, left, T):  # pragma: no cover - compiled
 
 
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
-def _gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
+def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).
 
     Pass 1, forwards along each env's contiguous row (vectorised): ``adv =
@@ -212,7 +211,7 @@ def _gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no
 
 @subroutine
 def _gae_tiles(adv, g, k0, k1, carry):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_gae_rows` for envs ``k0:k1`` (whole tiles; ``g`` rows
+    """Pass 2 of :func:`gae_rows` for envs ``k0:k1`` (whole tiles; ``g`` rows
     from 0): tiles backwards from the last step, then the first ``T % L``
     steps one env at a time from its carry (``carry[s:s + L]`` for tile row
     ``s``)."""
@@ -234,7 +233,7 @@ def _gae_tiles(adv, g, k0, k1, carry):  # pragma: no cover - compiled
 
 @subroutine
 def _chains4(g, adv):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_gae_rows` for four envs at once (four independent chains)."""
+    """Pass 2 of :func:`gae_rows` for four envs at once (four independent chains)."""
     T = adv.shape[1]
     a0, a1, a2, a3 = adv[0], adv[1], adv[2], adv[3]
     g0, g1, g2, g3 = g[0], g[1], g[2], g[3]
@@ -250,7 +249,7 @@ def _chains4(g, adv):  # pragma: no cover - compiled
         a3[t] = c3
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
 def gae_batch_major_kernel(
     ro, options, gamma_, gamma_lambda_, block, adv, ret
 ):  # pragma: no cover - compiled
@@ -267,7 +266,7 @@ def gae_batch_major_kernel(
     code = validate(ro, True, False, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0 = b * block
-        _gae_rows(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
+        gae_rows(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
     return OK

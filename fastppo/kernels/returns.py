@@ -7,17 +7,16 @@ Layout, options and validation: :mod:`fastppo.kernels.sweep`. Batch-major
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair, subroutine
+from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.gae import GROUP, block_rows
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import lanes, returns_tile
 
 
 @kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
-def _returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
+def returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[0]
     W = n1 - n0
@@ -40,7 +39,7 @@ def _returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compi
             g_row[n] = g if (ok[n] != 0) | (not has_valid) else zero
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
 def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no cover - compiled
     """``G_t = r_t + gamma * next_t``: ``next_t`` is 0 when terminated, the final
     obs' value when truncated, else ``G_{t+1}`` (``last_values`` at ``t = T-1``).
@@ -51,14 +50,14 @@ def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no co
     code = validate(ro, False, False, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0 = b * block
-        _returns_block(ro, options, gamma, n0, min(N, n0 + block), ret)
+        returns_block(ro, options, gamma, n0, min(N, n0 + block), ret)
     return OK
 
 
 @kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
-def _returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
+def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
     Pass 1, forwards along each env's row (vectorised): the bootstrap a cut
@@ -109,7 +108,7 @@ def _returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compil
 
 @inline
 def _returns_chain(r, mn, gamma, t_end, c, g):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_returns_rows` for one env, steps ``t_end - 1 .. 0``
+    """Pass 2 of :func:`returns_rows` for one env, steps ``t_end - 1 .. 0``
     from the carry ``c`` (the sum after them)."""
     zero = r.dtype.type(0)
     for t in range(t_end - 1, -1, -1):
@@ -120,7 +119,7 @@ def _returns_chain(r, mn, gamma, t_end, c, g):  # pragma: no cover - compiled
 
 @subroutine
 def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_returns_rows` for envs ``k0:k1`` (whole tiles; ``m``
+    """Pass 2 of :func:`returns_rows` for envs ``k0:k1`` (whole tiles; ``m``
     rows from 0): tiles backwards from the last step, then the first ``T % L``
     steps one env at a time from its carry."""
     T = ret.shape[1]
@@ -139,7 +138,7 @@ def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no c
 
 @subroutine
 def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_returns_rows` for four envs at once (four independent chains)."""
+    """Pass 2 of :func:`returns_rows` for four envs at once (four independent chains)."""
     T = rewards.shape[1]
     zero = rewards.dtype.type(0)
     r0, r1, r2, r3 = rewards[0], rewards[1], rewards[2], rewards[3]
@@ -161,7 +160,7 @@ def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compil
         g3[t] = c3
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
 def discounted_returns_batch_major_kernel(
     ro, options, gamma_, block, ret
 ):  # pragma: no cover - compiled
@@ -172,7 +171,7 @@ def discounted_returns_batch_major_kernel(
     code = validate(ro, False, False, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0 = b * block
-        _returns_rows(ro, options, gamma, n0, min(N, n0 + block), ret)
+        returns_rows(ro, options, gamma, n0, min(N, n0 + block), ret)
     return OK

@@ -5,9 +5,10 @@ Layout: arrays are ``[T, N]`` C-contiguous views (1-D inputs arrive as
 ``[T, 1]``); each estimator also has a batch-major sweep over ``[N, T]``
 arrays (``*_batch_major_kernel``), which shares this validation pass (it
 checks every element, whatever the layout). The backward sweep over ``t`` is
-sequential; envs are independent, so ``prange`` runs over blocks of envs and
-the inner loop runs over the envs of one block -- contiguous in memory, so
-LLVM vectorises it and the sweep streams at memory bandwidth.
+sequential; envs are independent, so a sweep runs over blocks of envs (a
+large call runs one block per thread, from ``fastppo._cy._fast``) and the
+inner loop runs over the envs of one block -- contiguous in memory, so LLVM
+vectorises it and the sweep streams at memory bandwidth.
 
 Time chunks: streaming memory backwards is ~3x slower than forwards here, so
 GAE and V-trace read each chunk of rows forwards (the carry-free part of the
@@ -37,7 +38,6 @@ Every kernel trusts its inputs; ``fastppo.advantages`` validates them.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from fastppo._jit import inline, kernel
@@ -59,6 +59,14 @@ HAS_VALID = 4
 # Not read by the kernels: tells a C entry (``kernels.cabi``) that its arrays
 # are batch-major ``[N, T]`` rows, for the ``*_batch_major_kernel`` sweeps.
 BATCH_MAJOR = 8
+# Not read by the kernels either: the steps of a sweep that the fast path
+# (``fastppo._cy._fast``) runs on threads, one C entry call each.
+# CHECK_ROWS: the bad-input mask (:func:`check_rows`) of rows ``lo:hi``;
+# STATUS: the status code (:func:`status`) of the OR of those masks, passed
+# as ``lo``; BLOCK: sweep envs ``lo:hi`` of validated inputs.
+CHECK_ROWS = 16
+STATUS = 32
+BLOCK = 64
 
 # Rows per time chunk. A sweep runs backwards in time, but streaming memory
 # backwards is ~3x slower than forwards here (descending rows defeat the
@@ -209,15 +217,14 @@ def status(masks, last_values):  # pragma: no cover - compiled
 @inline
 def validate(ro, has_values, has_logp, options, nblocks):  # pragma: no cover - compiled
     """The validation pass every sweep runs first: :func:`check_rows` over
-    :func:`parts` row ranges (a ``prange``: parallel in the parallel build),
-    then :func:`status`. Returns OK or the code of the first bad input.
-
-    Inlined into each sweep, so the parallel build parallelises the ranges.
+    :func:`parts` row ranges, then :func:`status`. Returns OK or the code of
+    the first bad input. A threaded run checks the same ranges on threads
+    (``CHECK_ROWS``, ``STATUS``).
     """
     T = ro[0].shape[0]
     nparts = parts(T, nblocks)
     masks = np.zeros(nparts, np.int64)
-    for p in numba.prange(nparts):
+    for p in range(nparts):
         t0 = p * T // nparts
         masks[p] = check_rows(ro, has_values, has_logp, options, t0, (p + 1) * T // nparts)
     return status(masks, ro[2])

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
-from fastppo._jit import inline, kernel, kernel_pair, subroutine
+from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import GROUP, block_rows
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, VT_CHUNK, validate
@@ -133,7 +132,7 @@ def _rows(x, a, b, n0, n1):  # pragma: no cover - compiled
 
 
 @kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
-def _vtrace_block(  # pragma: no cover - compiled
+def vtrace_block(  # pragma: no cover - compiled
     ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
 ):
     """V-trace over the envs ``n0:n1``, in time chunks like GAE.
@@ -218,7 +217,7 @@ def _vtrace_block(  # pragma: no cover - compiled
         t_hi = t_lo
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
 def vtrace_kernel(  # pragma: no cover - compiled
     ro, options, gamma_, lam, rho_bar, c_bar, pg_rho_bar, block, vs, pg_adv
 ):
@@ -231,7 +230,7 @@ def vtrace_kernel(  # pragma: no cover - compiled
     ``pg_t = min(pg_rho_bar, rho_t) * (r_t + gamma * nvs_t - V_t)`` where
     ``nvs_t = vs_{t+1}`` inside an episode and the bootstrap at a boundary.
 
-    Swept in time chunks (see ``_vtrace_block``); the exp dominates, so the
+    Swept in time chunks (see ``vtrace_block``); the exp dominates, so the
     sweep is compute-bound on few cores. Returns a status code.
     """
     N = ro[0].shape[1]
@@ -240,9 +239,9 @@ def vtrace_kernel(  # pragma: no cover - compiled
     code = validate(ro, True, True, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0, n1 = b * block, min(N, b * block + block)
-        _vtrace_block(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
+        vtrace_block(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
     return OK
 
 
@@ -263,12 +262,12 @@ def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
 
 
 @kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
-def _vtrace_rows(  # pragma: no cover - compiled
+def vtrace_rows(  # pragma: no cover - compiled
     ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
 ):
     """V-trace over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1 runs :func:`_vtrace_block`'s row functions along each env's row
+    Pass 1 runs :func:`vtrace_block`'s row functions along each env's row
     (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
     ``last_values``); pass 2 is :func:`_vt_back_row`'s step on register
     tiles (envs in the lanes) or, for envs left over, four envs side by side
@@ -327,7 +326,7 @@ def _vtrace_rows(  # pragma: no cover - compiled
 
 @inline
 def _vt_chain(cw, pw, v, t_end, x, vr, pr):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_vtrace_rows` for one env, steps ``t_end - 1 .. 0``
+    """Pass 2 of :func:`vtrace_rows` for one env, steps ``t_end - 1 .. 0``
     from the carry ``x``."""
     zero = v.dtype.type(0)
     for t in range(t_end - 1, -1, -1):
@@ -336,7 +335,7 @@ def _vt_chain(cw, pw, v, t_end, x, vr, pr):  # pragma: no cover - compiled
 
 @subroutine
 def _vt_tiles(cws, pws, values, k0, k1, carry, vs, pg):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_vtrace_rows` for envs ``k0:k1`` (whole tiles; the
+    """Pass 2 of :func:`vtrace_rows` for envs ``k0:k1`` (whole tiles; the
     weight rows from 0): tiles backwards from the last step, then the first
     ``T % L`` steps one env at a time from its carry."""
     T = vs.shape[1]
@@ -354,7 +353,7 @@ def _vt_tiles(cws, pws, values, k0, k1, carry, vs, pg):  # pragma: no cover - co
 
 @subroutine
 def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
-    """Pass 2 of :func:`_vtrace_rows` for four envs at once (four independent chains)."""
+    """Pass 2 of :func:`vtrace_rows` for four envs at once (four independent chains)."""
     T = values.shape[1]
     zero = values.dtype.type(0)
     c0, c1, c2, c3 = cw[0], cw[1], cw[2], cw[3]
@@ -370,7 +369,7 @@ def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
         x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
 
 
-@kernel_pair(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
+@kernel(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
 def vtrace_batch_major_kernel(  # pragma: no cover - compiled
     ro, options, gamma_, lam, rho_bar, c_bar, pg_rho_bar, block, vs, pg_adv
 ):
@@ -381,7 +380,7 @@ def vtrace_batch_major_kernel(  # pragma: no cover - compiled
     code = validate(ro, True, True, options, nblocks)
     if code != OK:
         return code
-    for b in numba.prange(nblocks):
+    for b in range(nblocks):
         n0, n1 = b * block, min(N, b * block + block)
-        _vtrace_rows(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
+        vtrace_rows(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
     return OK
