@@ -31,7 +31,8 @@ def env_int(name: str, default: int) -> int:
 
 
 #: Advantage sweeps, half-float codecs and finiteness scans (elements): below it
-#: the serial build runs, and the small-call fast path takes a sweep.
+#: the serial build runs; from it a sweep may run on threads
+#: (``fastppo.advantages._blocks``).
 PARALLEL_MIN_ELEMENTS = env_int("PARALLEL_MIN_ELEMENTS", 1 << 16)
 #: Categorical samplers and log-prob/entropy (logits, ``N * A``); also the
 #: fast path's limit for ``sample_categorical``. Measured on the 2-core
