@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -383,9 +384,26 @@ def _fm(fastmath: bool | frozenset[str]) -> bool | set[str]:
     return set(fastmath)
 
 
+# A forked child never starts OpenMP threads: GNU OpenMP's thread pool does
+# not survive fork(), and a parallel region in a child whose parent had run
+# one waits forever. So after a fork the sweeps and the running statistics
+# (OpenMP in fastppo._cy) run serially; Numba's own omp layer, under the
+# samplers' parallel builds, ends such a child with a message instead.
+_FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def num_threads() -> int:
-    """Number of threads Numba's parallel kernels use."""
-    return int(numba.get_num_threads())
+    """Threads for a large call: Numba's count (``NUMBA_NUM_THREADS``,
+    ``numba.set_num_threads``), or 1 in a forked child."""
+    return 1 if _FORKED else int(numba.get_num_threads())
 
 
 def external(name: str, address: int, sig: Any) -> Any:

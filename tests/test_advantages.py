@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,6 +289,36 @@ def test_serial_parallel_bit_identical(dt, force_parallel_sweeps):
     for s, p in zip(serial, par):
         for x, y in zip(s if isinstance(s, tuple) else (s,), p if isinstance(p, tuple) else (p,)):
             assert x.tobytes() == y.tobytes()
+
+
+_FORK_SCRIPT = """
+import os, numpy as np, fastppo
+rng = np.random.default_rng(0)
+T, N = 256, 512
+r = rng.standard_normal((T, N)).astype(np.float32)
+lv, te, z = r[0].copy(), np.zeros((T, N), bool), np.zeros((T, N), np.float32)
+a = fastppo.vtrace(z, z, r, r, lv, te)[0]  # on OpenMP threads
+pid = os.fork()
+if pid == 0:
+    b = fastppo.vtrace(z, z, r, r, lv, te)[0]
+    g = fastppo.gae(r, r, lv, te)[0]
+    os._exit(0 if a.tobytes() == b.tobytes() and np.isfinite(g).all() else 3)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+def test_a_forked_child_sweeps_serially_instead_of_hanging() -> None:
+    """GNU OpenMP's threads do not survive fork(): a child of a process that
+    ran a threaded sweep runs its sweeps serially (the same bits)."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, FASTPPO_SERIAL_MAX_THREADS="0", NUMBA_NUM_THREADS="2")
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
 
 
 # ---------------------------------------------------------------- identities

@@ -28,9 +28,9 @@ Every function returns ``None`` when anything is unusual (another array
 type, a flag that is not 0/1, a bad hyperparameter, an ambiguous truncation,
 a large categorical problem that the parallel build should take, a
 non-finite input the kernel refused): the caller then runs the general
-path, which validates in full and raises the house errors. So this module never raises for bad input
-and holds no error messages of its own; on a nonzero kernel status nothing
-was written.
+path, which validates in full and raises the house errors. So this module
+never raises for bad input and holds no error messages of its own; on a
+nonzero kernel status nothing was written.
 
 Entry points are resolved on first use by ``loader(kind, dtype_index)``
 (kind 0 gae, 1 vtrace, 2 discounted_returns, 3 categorical; dtype 0 float32,
@@ -92,7 +92,8 @@ cdef int _OUT_FLAGS = _FLOAT_FLAGS | cnp.NPY_ARRAY_WRITEABLE
 
 
 def configure(loader, tuple options):
-    """Set the entry-point loader (limits start at 0: nothing is taken).
+    """Set the entry-point loader (limits start at 0: no categorical call is
+    taken, and every sweep runs in one call until ``set_blocks`` gives a rule).
 
     ``options``: fastppo.kernels.sweep's (HAS_TRUNC, HAS_FINAL, HAS_VALID,
     BATCH_MAJOR, CHECK_ROWS, STATUS, BLOCK), which this module's must equal.
@@ -639,7 +640,7 @@ cdef object _run(_Batch b, Sweep* s, object outs):
     """Run the sweep: in one call, or for a large one as ``set_blocks``'s rule
     says; ``outs``, or None when the kernel refused an input (nothing written)."""
     cdef int64_t block = b.N, parts = 1, code
-    if b.large:
+    if b.large and _blocks is not None:
         block, parts = _blocks(b.kind, b.T, b.N, (b.options & BATCH_MAJOR) != 0)
     with nogil:
         if block >= b.N:
