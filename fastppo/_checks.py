@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from fastppo import _dispatch
+from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -305,9 +306,8 @@ def check_positive(fn: str, name: str, value: Any) -> float:
 
 def all_finite_1d(x: np.ndarray) -> bool:
     """True when every element of the 1-D float array ``x`` is finite (one compiled pass)."""
-    if x.shape[0] >= _dispatch.PARALLEL_MIN_ELEMENTS:
-        return bool(_kc.all_finite_parallel(x))
-    return bool(_kc.all_finite_serial(x))
+    pair = (_kc.all_finite_serial, _kc.all_finite_parallel)
+    return bool(by_size(pair, x.shape[0], _dispatch.PARALLEL_MIN_ELEMENTS)(x))
 
 
 def check_finite(fn: str, name: str, a: np.ndarray) -> None:

@@ -387,8 +387,8 @@ def _fm(fastmath: bool | frozenset[str]) -> bool | set[str]:
 # A forked child never starts OpenMP threads: GNU OpenMP's thread pool does
 # not survive fork(), and a parallel region in a child whose parent had run
 # one waits forever. So after a fork the sweeps and the running statistics
-# (OpenMP in fastppo._cy) run serially; Numba's own omp layer, under the
-# samplers' parallel builds, ends such a child with a message instead.
+# (OpenMP in fastppo._cy) run serially, and the samplers take their serial
+# builds (:func:`by_size`; Numba's omp layer would end the child).
 _FORKED = False
 
 
@@ -404,6 +404,14 @@ def num_threads() -> int:
     """Threads for a large call: Numba's count (``NUMBA_NUM_THREADS``,
     ``numba.set_num_threads``), or 1 in a forked child."""
     return 1 if _FORKED else int(numba.get_num_threads())
+
+
+def by_size(pair: tuple[F, F], size: int, limit: int) -> F:
+    """The build of :func:`kernel_pair` ``pair`` for a call of ``size`` work:
+    the parallel one from ``limit`` on when more than one thread may run
+    (:func:`num_threads`: not with one thread, not in a forked child), else
+    the serial one. Both give the same bits."""
+    return pair[1] if size >= limit and num_threads() > 1 else pair[0]
 
 
 def external(name: str, address: int, sig: Any) -> Any:

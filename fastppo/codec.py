@@ -31,6 +31,7 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail
+from fastppo._jit import by_size
 from fastppo.kernels import codec as _kcodec
 
 if sys.byteorder != "little":  # pragma: no cover - no big-endian CI
@@ -146,7 +147,7 @@ def typed_view(fn: str, name: str, buf: Any, dtype: str, count: int, what: str) 
 
 
 def _pick(pair: tuple[Any, Any], n: int) -> Any:
-    return pair[1] if n >= _dispatch.PARALLEL_MIN_ELEMENTS else pair[0]
+    return by_size(pair, n, _dispatch.PARALLEL_MIN_ELEMENTS)
 
 
 def decode_half(src: np.ndarray, out: np.ndarray, bf16: bool) -> None:

@@ -298,19 +298,24 @@ T, N = 256, 512
 r = rng.standard_normal((T, N)).astype(np.float32)
 lv, te, z = r[0].copy(), np.zeros((T, N), bool), np.zeros((T, N), np.float32)
 a = fastppo.vtrace(z, z, r, r, lv, te)[0]  # on OpenMP threads
+x = rng.standard_normal((40000, 9)).astype(np.float32)
+s = fastppo.sample_categorical(x, seed=1, counter=2)[0]  # Numba's parallel build
 pid = os.fork()
 if pid == 0:
     b = fastppo.vtrace(z, z, r, r, lv, te)[0]
     g = fastppo.gae(r, r, lv, te)[0]
-    os._exit(0 if a.tobytes() == b.tobytes() and np.isfinite(g).all() else 3)
+    t = fastppo.sample_categorical(x, seed=1, counter=2)[0]
+    same = a.tobytes() == b.tobytes() and s.tobytes() == t.tobytes()
+    os._exit(0 if same and np.isfinite(g).all() else 3)
 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
-def test_a_forked_child_sweeps_serially_instead_of_hanging() -> None:
+def test_a_forked_child_runs_serially_instead_of_hanging() -> None:
     """GNU OpenMP's threads do not survive fork(): a child of a process that
-    ran a threaded sweep runs its sweeps serially (the same bits)."""
+    ran a threaded sweep and a parallel sampler runs them serially (the same
+    bits) instead of waiting forever (or being ended by Numba's omp layer)."""
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, FASTPPO_SERIAL_MAX_THREADS="0", NUMBA_NUM_THREADS="2")
     env["PYTHONPATH"] = str(root)

@@ -10,6 +10,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo import codec as _codec
 from fastppo._checks import fail
+from fastppo._jit import by_size
 from fastppo.kernels import categorical as _kc
 from fastppo.kernels import chunks as _kk
 from fastppo.kernels import gaussian as _kg
@@ -115,11 +116,7 @@ def sample_categorical_bytes(
     key, det = stream(fn, seed, counter, env_offset, n, deterministic)
     act = np.empty(n, dtype=np.int64)
     logp = np.empty(n, dtype=np.float32)
-    kern = (
-        _kc.categorical_parallel
-        if n * a >= _dispatch.PARALLEL_MIN_LOGITS
-        else _kc.categorical_serial
-    )
+    kern = by_size(_kc.categorical, n * a, _dispatch.PARALLEL_MIN_LOGITS)
     st = kern(
         x,
         _KIND[dt],
@@ -194,11 +191,7 @@ def sample_gaussian_bytes(
     sq = _flag(fn, "squash", squash)
     act = np.empty((n, a_dim), dtype=np.float32)
     logp = np.empty(n, dtype=np.float32)
-    kern = (
-        _kg.gaussian_parallel
-        if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN
-        else _kg.gaussian_serial
-    )
+    kern = by_size(_kg.gaussian, n * a_dim, _dispatch.PARALLEL_MIN_GAUSSIAN)
     st = kern(
         p,
         0,

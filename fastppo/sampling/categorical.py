@@ -10,6 +10,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail, int_vector
 from fastppo._fastpath import fast as _fast
+from fastppo._jit import by_size
 from fastppo.kernels import categorical as _k
 from fastppo.sampling._common import (
     _BOOL,
@@ -160,9 +161,7 @@ def sample_categorical(
     if offs is None:
         offs = _offs1(a)
     xk, mk = _canon(x, m)
-    kern = (
-        _k.categorical_parallel if n * a >= _dispatch.PARALLEL_MIN_LOGITS else _k.categorical_serial
-    )
+    kern = by_size(_k.categorical, n * a, _dispatch.PARALLEL_MIN_LOGITS)
     f32 = dt is _F32 or dt == _F32
     st = kern(
         xk,
@@ -243,11 +242,7 @@ def sample_multi_categorical(
             fn, out, ((n, d), (n,)), (_I64, _F32), ("actions", "logp"), {"logits": x, "mask": m}
         )
     x, mk = _canon(x, m)
-    kern = (
-        _k.multi_categorical_parallel
-        if n * w >= _dispatch.PARALLEL_MIN_LOGITS
-        else _k.multi_categorical_serial
-    )
+    kern = by_size(_k.multi_categorical, n * w, _dispatch.PARALLEL_MIN_LOGITS)
     st = kern(
         x,
         0 if x.dtype == _F32 else 1,

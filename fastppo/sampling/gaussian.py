@@ -8,6 +8,7 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import fail
+from fastppo._jit import by_size
 from fastppo.kernels import gaussian as _k
 from fastppo.kernels.gaussian import LOG_STD_LIMIT
 from fastppo.kernels.squash import SQUASH_BOUND
@@ -114,9 +115,7 @@ def sample_gaussian(
             {"mean": mu, "log_std": ls2},
         )
     mu, ls2 = _ro(mu), _ro(ls2)  # one variant per dtype (see _canon)
-    kern = (
-        _k.gaussian_parallel if n * a_dim >= _dispatch.PARALLEL_MIN_GAUSSIAN else _k.gaussian_serial
-    )
+    kern = by_size(_k.gaussian, n * a_dim, _dispatch.PARALLEL_MIN_GAUSSIAN)
     st = kern(
         mu,
         0,

@@ -9,6 +9,7 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import as_array, fail
+from fastppo._jit import by_size
 from fastppo.kernels import logp as _k
 from fastppo.sampling._common import (
     _F32,
@@ -62,11 +63,7 @@ def categorical_logp_entropy(
     m = None if mask is None else _mask2d(fn, mask, x.shape)
     logp = np.empty(n, dtype=x.dtype)
     ent = np.empty(n, dtype=x.dtype)
-    kern = (
-        _k.categorical_logp_entropy_parallel
-        if n * a >= _dispatch.PARALLEL_MIN_LOGITS
-        else _k.categorical_logp_entropy_serial
-    )
+    kern = by_size(_k.categorical_logp_entropy, n * a, _dispatch.PARALLEL_MIN_LOGITS)
     x, mk = _canon(x, m)
     st = kern(x, mk, m is not None, act, logp, ent)
     if st >= 0:
@@ -136,11 +133,7 @@ def gaussian_logp_entropy(
     act = np.ascontiguousarray(act, dtype=mu.dtype)
     logp = np.empty(n, dtype=mu.dtype)
     ent = np.empty(n, dtype=mu.dtype)
-    kern = (
-        _k.gaussian_logp_entropy_parallel
-        if n * a_dim >= _dispatch.PARALLEL_MIN_LOGITS
-        else _k.gaussian_logp_entropy_serial
-    )
+    kern = by_size(_k.gaussian_logp_entropy, n * a_dim, _dispatch.PARALLEL_MIN_LOGITS)
     st = kern(mu, ls2, ls2.shape[0] == 1 and n != 1, act, sq, sq_ent, logp, ent)
     if st >= 0:
         _bad_gaussian(fn, mu, ls2, st, 0, actions=act, squash=sq)
