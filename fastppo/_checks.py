@@ -306,8 +306,7 @@ def check_positive(fn: str, name: str, value: Any) -> float:
 
 def all_finite_1d(x: np.ndarray) -> bool:
     """True when every element of the 1-D float array ``x`` is finite (one compiled pass)."""
-    pair = (_kc.all_finite_serial, _kc.all_finite_parallel)
-    return bool(by_size(pair, x.shape[0], _dispatch.PARALLEL_MIN_ELEMENTS)(x))
+    return bool(by_size(_kc.all_finite, x.shape[0], _dispatch.PARALLEL_MIN_ELEMENTS)(x))
 
 
 def check_finite(fn: str, name: str, a: np.ndarray) -> None:

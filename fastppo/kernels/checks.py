@@ -11,14 +11,14 @@ from fastppo._jit import kernel, kernel_pair
 # an integer reduction, which LLVM vectorises without fastmath (and a sum is a
 # reduction parfors supports; |= on booleans is not).
 @kernel_pair("b1(F_1)")
-def _all_finite(x):  # pragma: no cover - compiled
+def all_finite(x):  # pragma: no cover - compiled
     bad = 0
     for i in numba.prange(x.shape[0]):
         bad += int((x[i] - x[i]) != 0)
     return bad == 0
 
 
-all_finite_serial, all_finite_parallel = _all_finite
+all_finite_serial, all_finite_parallel = all_finite
 
 
 # Elements per block of float_flags: its two loops run over one block while it
