@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_logs_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stable-Baselines3's ``learn()`` makes a log folder per call, by default
+    ``$TMPDIR/SB3-<date>``, which nothing removes; ``SB3_LOGDIR`` points them
+    into pytest's own temporary tree (set in the environment, so the
+    subprocesses the tests start inherit it)."""
+    old = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+    yield
+    if old is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = old
 
 
 class _NoFastPath:
