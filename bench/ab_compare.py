@@ -47,6 +47,7 @@ lg = rng.standard_normal((4096, 18)).astype(np.float32)
 mk = rng.random((4096, 18)) < 0.8; mk[:, 0] = True
 mu = rng.standard_normal((4096, 6)).astype(np.float32)
 ls = (0.1 * rng.standard_normal(6)).astype(np.float32)
+mu64k = rng.standard_normal((65536, 6)).astype(np.float32)
 lsn = (0.1 * rng.standard_normal((4096, 6))).astype(np.float32)
 r11 = np.ones((1, 1), np.float32); te11 = np.zeros((1, 1), bool)
 ob17 = rng.standard_normal((16, 17)).astype(np.float32)
@@ -55,7 +56,8 @@ ob64 = rng.standard_normal((4096, 64)).astype(np.float32)
 rms17, rms64 = fastppo.RunningMeanStd((17,)), fastppo.RunningMeanStd((64,))
 rn = fastppo.ReturnNormalizer(16); f16 = np.zeros(16, bool)
 from fastppo.nn import ActorCritic, Adam
-from fastppo.ppo import PPOConfig, RolloutBatch, ppo_update
+from fastppo.ppo import PPOConfig, PPOTrainer, RolloutBatch, ppo_update
+import fastppo.envs
 cfg = PPOConfig(batch_size=64, n_epochs=10, ent_coef=0.01, clip_range_vf=0.2)
 pol = ActorCritic((4,), "discrete", nvec=[2], seed=0)
 opt = Adam(pol.n_params, cfg.learning_rate, eps=cfg.adam_eps, dtype=pol.dtype)
@@ -63,6 +65,14 @@ ob = rng.normal(size=(2048, 4)); act = rng.integers(0, 2, 2048)
 lp0, _, v0 = pol.evaluate(ob, act)
 batch = RolloutBatch(obs=ob, actions=act, logp=lp0, advantages=rng.normal(size=2048),
                      returns=v0 + rng.normal(size=2048), values=v0, valid=np.ones(2048, bool))
+sq_a = np.tanh(mu + 0.5).astype(np.float32)
+ev8 = fastppo.envs.make_vec("CartPole-v1", 8, seed=0); ev8.reset(seed=0)
+a8 = np.zeros(8, np.int64)
+evc = fastppo.envs.make_vec("MountainCarContinuous-v0", 4096, seed=0); evc.reset(seed=0)
+ac = rng.uniform(-1, 1, (4096, 1)).astype(np.float32)
+def train_cartpole():
+    t = PPOTrainer("CartPole-v1", PPOConfig(n_envs=8, n_steps=32, seed=0))
+    t.learn(8192)
 print(json.dumps({
     "gae [2048x64]": med(lambda: fastppo.gae(r, v, lv, te), 20),
     "vtrace [2048x64]": med(lambda: fastppo.vtrace(blp, tlp, r, v, lv, te), 10),
@@ -76,6 +86,7 @@ print(json.dumps({
         lambda: fastppo.sample_categorical(lg, mk, seed=1, counter=2), 50),
     "sample_categorical N=1": med(lambda: fastppo.sample_categorical(lg[:1], seed=1, counter=2), 2000),
     "sample_gaussian [4096x6]": med(lambda: fastppo.sample_gaussian(mu, ls, seed=1, counter=2), 50),
+    "sample_gaussian [65536x6]": med(lambda: fastppo.sample_gaussian(mu64k, ls, seed=1, counter=2), 5),
     "sample_gaussian [4096x6] log_std [N, A]": med(
         lambda: fastppo.sample_gaussian(mu, lsn, seed=1, counter=2), 50),
     "sample_gaussian [4096x6] squash": med(
@@ -87,6 +98,13 @@ print(json.dumps({
     "RunningMeanStd.normalize [4096x64]": med(lambda: rms64.normalize(ob64, clip=10.0), 50),
     "RunningMeanStd.update [65536x17]": med(lambda: rms17.update(big17), 5),
     "ReturnNormalizer.normalize [16]": med(lambda: rn.normalize(r[0, :16], f16, f16), 2000),
+    "gaussian_logp_entropy [4096x6] squash": med(
+        lambda: fastppo.gaussian_logp_entropy(mu, ls, sq_a, squash=True), 50),
+    "ActorCritic.act N=1 [64x64]": med(lambda: pol.act(ob[:1]), 2000),
+    "make_vec CartPole-v1 step N=8": med(lambda: ev8.step(a8), 2000),
+    "make_vec MountainCarContinuous-v0 step N=4096": med(lambda: evc.step(ac), 50),
+    "PPOTrainer CartPole-v1 8192 steps, compiled env (ms)": med(
+        train_cartpole, 1, rep=3) / 1e3,
     "PPO update CartPole 2048x10 epochs mb 64 (ms)": med(
         lambda: ppo_update(pol, opt, batch, cfg, rng), 1, rep=3) / 1e3,
 }))

@@ -111,3 +111,85 @@ def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():
         src = Path(py_func.__code__.co_filename)
         stamp = compiled._cache._cache_file._source_stamp[1]
         assert stamp == _jit.source_stamp(src)
+
+
+# A kernel calls a subroutine, a C entry calls the kernel, and a second
+# subroutine shares its module and qualified name with a third.
+_CALLS_MODULE = """
+import numpy as np
+from numba import carray, types
+from fastppo import _jit
+
+
+@_jit.subroutine
+def twice(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += 2.0 * x[i]
+    return s
+
+
+@_jit.kernel("f8(F_1)")
+def total(x):
+    return twice(x) + 1.0
+
+
+def _same_name():
+    def helper(x):
+        return x + 1.0
+    return _jit.subroutine(helper)
+
+
+first, second = _same_name(), _same_name()
+
+
+@_jit.kernel("f8(f8)", variants=({},))
+def bump(x):
+    return first(x)
+
+
+def entry():
+    def run(p, n):
+        return total(carray(p, n))
+    return _jit.c_entry(types.float64(types.CPointer(types.float64), types.int64))(run)
+"""
+
+_CALLS_PROBE = """
+import ctypes, sys
+import numpy as np
+import calls_probe as m
+x = np.arange(5.0)
+if sys.argv[1] == "entry-first":
+    e = m.entry()  # loads the C entry before anything it calls
+    f = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)(e.address)
+    print(f(x.ctypes.data, 5), m.total(x), m.bump(1.0))
+else:
+    print(m.total(x), m.bump(1.0))
+    m.entry()
+    def has(d, word, name):
+        ir = d.inspect_llvm(d.signatures[0]).splitlines()
+        return int(any(ln.startswith(word) and name in ln for ln in ir))
+    # total calls twice by symbol; bump links its callee, whose name is ambiguous
+    print(has(m.total, "define", "twice"), has(m.total, "declare", "@fastppo_call_"),
+          has(m.bump, "declare", "@fastppo_call_"))
+for d in (m.total, m.twice, m.bump):
+    print(sum(d.stats.cache_misses.values()))
+"""
+
+
+def test_kernels_call_each_other_by_symbol_and_load_in_any_order(tmp_path):
+    # A caller's machine code does not embed its callees (each function is
+    # compiled once) and names them by a symbol that its cache entry's reload
+    # hook binds: a later process may load the caller first, even from a C entry.
+    (tmp_path / "calls_probe.py").write_text(_CALLS_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+
+    def run(mode: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _CALLS_PROBE, mode],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+
+    assert run("compile") == ["21.0", "2.0", "0", "1", "0", "1", "1", "1"]
+    assert run("entry-first") == ["21.0", "21.0", "2.0", "0", "0", "0"]

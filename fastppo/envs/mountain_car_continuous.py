@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline, subroutine
+from fastppo._jit import inline, linked
 from fastppo.envs._libm import pow64
 from fastppo.envs._loop import reset_kernel
 
@@ -58,18 +58,18 @@ POWER = 0.0015
 _PY, _F64, _F32 = 0, 1, 2
 
 
-# The helpers below are subroutines (typed once, called; LLVM still inlines
-# the calls), not IR-inlined: a step calls them about fifteen times, and
-# re-typing each copy's branches on the kinds made every compiled function
-# that embeds the step (its C entry, each fused rollout) 1-2 s slower to
-# compile, for no measured speed.
-@subroutine
+# The helpers below are linked (typed once, their calls inlined by LLVM), not
+# IR-inlined: a step calls them about fifteen times, and re-typing each
+# copy's branches on the kinds made every compiled function that embeds the
+# step (its C entry, each fused rollout) 1-2 s slower to compile, for no
+# measured speed.
+@linked
 def _f32_op(a, ka, b, kb):  # pragma: no cover - compiled
     """True when numpy computes ``a op b`` in float32."""
     return (ka == _F32 and kb != _F64) or (kb == _F32 and ka != _F64)
 
 
-@subroutine
+@linked
 def _kind(ka, kb):  # pragma: no cover - compiled
     if _f32_op(0.0, ka, 0.0, kb):
         return _F32
@@ -78,28 +78,28 @@ def _kind(ka, kb):  # pragma: no cover - compiled
     return _F64
 
 
-@subroutine
+@linked
 def _add(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) + np.float32(b)), _F32
     return a + b, _kind(ka, kb)
 
 
-@subroutine
+@linked
 def _sub(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) - np.float32(b)), _F32
     return a - b, _kind(ka, kb)
 
 
-@subroutine
+@linked
 def _mul(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float64(np.float32(a) * np.float32(b)), _F32
     return a * b, _kind(ka, kb)
 
 
-@subroutine
+@linked
 def _less(a, ka, b, kb):  # pragma: no cover - compiled
     """``a < b`` as numpy compares the pair."""
     if _f32_op(a, ka, b, kb):
@@ -107,7 +107,7 @@ def _less(a, ka, b, kb):  # pragma: no cover - compiled
     return a < b
 
 
-@subroutine
+@linked
 def _equal(a, ka, b, kb):  # pragma: no cover - compiled
     if _f32_op(a, ka, b, kb):
         return np.float32(a) == np.float32(b)

@@ -51,7 +51,7 @@ ARRAYS = STORAGE[:2]
 _CATEGORICAL_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, b1, F_1, i8_1w, f4_1w)"
 
 
-@kernel("Tup(i8, f8)(F_1, f4_1w, i8, i8, f8, b1)")
+@kernel("Tup(i8, f8)(F_1, f4_1w, i8, i8, f8, b1)", linked=True)
 def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compiled
     """Inverse-CDF draw from ``softmax(r[lo:hi])``; masked entries of ``r`` are -inf.
 
@@ -95,7 +95,7 @@ def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compi
     return a - lo, np.float64(r[a] - m) - np.float64(log32(np.float32(s)))
 
 
-@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=ARRAYS)
+@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=ARRAYS, linked=True)
 def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     """Load row ``i`` into ``r`` with masked entries set to -inf; False on NaN/+inf.
 
@@ -116,7 +116,7 @@ def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
     return not bad
 
 
-@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, u1_1w)", variants=STORAGE)
+@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, u1_1w)", variants=STORAGE, linked=True)
 def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, Q, F):  # pragma: no cover - compiled
     """How many leading rows of a chunk are valid (``rows`` when all are).
 
@@ -183,7 +183,7 @@ def _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, Q, F):  # pragma: no c
     return rows
 
 
-@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, u1_1w, F_1w, F_1w)", variants=STORAGE)
+@kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, u1_1w, F_1w, F_1w)", variants=STORAGE, linked=True)
 def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M):  # pragma: no cover
     """Load one chunk of single-dimension categorical rows, envs in the vector lanes.
 
@@ -249,7 +249,10 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M):  # pragma:
     return n_ok
 
 
-@kernel("void(i8, i8, i8, i8, f8_1, b1, F_1, f4_1w, F_1, f8_1w, f8_1w, f8_1w, i8_1w, i8_1w, f4_1w)")
+@kernel(
+    "void(i8, i8, i8, i8, f8_1, b1, F_1, f4_1w, F_1, f8_1w, f8_1w, f8_1w, i8_1w, i8_1w, f4_1w)",
+    linked=True,
+)
 def _chunk_sample(
     width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp
 ):  # pragma: no cover - compiled

@@ -31,7 +31,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from fastppo._jit import inline, kernel, subroutine
+from fastppo._jit import inline, kernel, linked, subroutine
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
 from fastppo.kernels.rng import env_block, uniform53
 
@@ -96,7 +96,7 @@ def _float_rows(x):  # unannotated: Numba requires the lambdas' exact signature
     return lambda x: x.reshape(x.size)
 
 
-@subroutine
+@linked
 def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
     """``r[:n] = float64(x[i, col0:col0+n])``, decoding float16/bfloat16 bits.
 
@@ -122,7 +122,7 @@ def first_bad(bad):  # pragma: no cover - compiled
     return -1
 
 
-@subroutine
+@linked
 def chunk_uniforms(stream, i0, rows, n_uni, u):  # pragma: no cover - compiled
     """``u[k * CHUNK + i]`` = uniform ``k`` of row ``i0 + i`` of ``stream``
     (:data:`fastppo.kernels.rng.STREAM`), for ``i < rows``, ``k < n_uni``.
@@ -179,7 +179,10 @@ def _tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
 # Declared, not subroutines: the samplers, the log-prob kernels and the
 # categorical sampler call them with different float types, which typed a
 # subroutine up to six times; these are the three (source -> tile) pairs.
-@kernel(("void(f4_1, f8_1w, i8, i8)", "void(f8_1, f8_1w, i8, i8)", "void(f4_1, f4_1w, i8, i8)"))
+@kernel(
+    ("void(f4_1, f8_1w, i8, i8)", "void(f8_1, f8_1w, i8, i8)", "void(f4_1, f4_1w, i8, i8)"),
+    linked=True,
+)
 def rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
     """``tile[j * CHUNK + i] = src[i * w + j]`` for ``i < rows``, ``j < w`` (converting)."""
     if w == 1:
@@ -202,7 +205,7 @@ def rows_to_tile(src, tile, rows, w):  # pragma: no cover - compiled
         _rows_to_tile(src, tile, rows, w)
 
 
-@kernel("void(f4_1, f4_1w, i8, i8)")
+@kernel("void(f4_1, f4_1w, i8, i8)", linked=True)
 def tile_to_rows(tile, dst, rows, w):  # pragma: no cover - compiled
     """``dst[i * w + j] = tile[j * CHUNK + i]`` for ``i < rows``, ``j < w`` (converting)."""
     if w == 1:

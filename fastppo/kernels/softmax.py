@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from fastppo._jit import inline, subroutine
+from fastppo._jit import inline, linked
 from fastppo.kernels.fastmath import _EXP64_LO, exp64
 
 
@@ -39,7 +39,7 @@ def lse_term(d):  # pragma: no cover - compiled
     return p, (p * d if live else 0.0)
 
 
-@subroutine
+@linked
 def lse_entropy(z, mask, has_mask):  # pragma: no cover - compiled
     """``(m, log s, H)`` of the 1-D logits ``z`` over ``mask[j] != 0`` (all: not ``has_mask``)."""
     m = -np.inf
