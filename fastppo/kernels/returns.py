@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastppo._jit import inline, kernel, subroutine
+from fastppo._jit import inline, kernel, linked
 from fastppo.kernels.gae import GROUP, block_rows
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import lanes, returns_tile
@@ -117,7 +117,7 @@ def _returns_chain(r, mn, gamma, t_end, c, g):  # pragma: no cover - compiled
         g[t] = c
 
 
-@subroutine
+@linked
 def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no cover - compiled
     """Pass 2 of :func:`returns_rows` for envs ``k0:k1`` (whole tiles; ``m``
     rows from 0): tiles backwards from the last step, then the first ``T % L``
@@ -136,7 +136,7 @@ def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no c
             _returns_chain(rewards[n], m[s + j], gamma, head, c[j], ret[n])
 
 
-@subroutine
+@linked
 def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compiled
     """Pass 2 of :func:`returns_rows` for four envs at once (four independent chains)."""
     T = rewards.shape[1]

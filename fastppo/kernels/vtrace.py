@@ -44,7 +44,7 @@ def _clip(rho, bar):  # pragma: no cover - compiled
 # block and on buffer addresses, and serial and parallel results would differ
 # by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
 # caught it). Plain IEEE float32 operations round the same on every path.
-@kernel("void(F_1, F_1, b1, F_1w)")
+@kernel("void(F_1, F_1, b1, F_1w)", linked=True)
 def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
     """``rho = exp(target_logp - behavior_logp)`` over one row.
 
@@ -60,7 +60,7 @@ def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - com
             rho[n] = math.exp(float(target_logp[n]) - float(behavior_logp[n]))
 
 
-@kernel("void(F_1, F_1, F_1, u1_1, u1_1, F_1, b1, F, F_1w)")
+@kernel("void(F_1, F_1, F_1, u1_1, u1_1, F_1, b1, F, F_1w)", linked=True)
 def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no cover - compiled
     """``d = r + gamma * nv - V`` over one row (``nv`` as in GAE)."""
     zero = r.dtype.type(0)
@@ -71,7 +71,7 @@ def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no co
         d_row[n] = r[n] + gamma * boot - v[n]
 
 
-@kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)")
+@kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)", linked=True)
 def _vt_scale_row(
     rho, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_row
 ):  # pragma: no cover - compiled
@@ -88,7 +88,7 @@ def _vt_scale_row(
         pg_row[n] = _clip(p, pg_rho_bar) * d if good else zero
 
 
-@kernel("void(u1_1, u1_1, u1_1, b1, F, F, F, F, F_1w, F_1w)")
+@kernel("void(u1_1, u1_1, u1_1, b1, F, F, F, F, F_1w, F_1w)", linked=True)
 def _vt_weight_row(
     te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw
 ):  # pragma: no cover - compiled
@@ -103,7 +103,7 @@ def _vt_weight_row(
         pw[n] = gamma * _clip(p, pg_rho_bar) if o else zero
 
 
-@kernel("void(F_1, F_1, F_1, F_1w, F_1w, F_1w)")
+@kernel("void(F_1, F_1, F_1, F_1w, F_1w, F_1w)", linked=True)
 def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compiled
     """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
     zero = v.dtype.type(0)
