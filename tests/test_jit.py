@@ -116,6 +116,7 @@ def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():
 # A kernel calls a subroutine, a C entry calls the kernel, and a second
 # subroutine shares its module and qualified name with a third.
 _CALLS_MODULE = """
+import numba
 import numpy as np
 from numba import carray, types
 from fastppo import _jit
@@ -148,6 +149,20 @@ def bump(x):
     return first(x)
 
 
+@_jit.linked
+def row_sum(x, i):
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[i, j]
+    return s
+
+
+@_jit.kernel_pair("void(F_2, F_1w)")
+def sums(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = row_sum(x, i)
+
+
 def entry():
     def run(p, n):
         return total(carray(p, n))
@@ -159,10 +174,13 @@ import ctypes, sys
 import numpy as np
 import calls_probe as m
 x = np.arange(5.0)
+y = np.arange(6.0).reshape(3, 2)
+out = np.zeros(3)
 if sys.argv[1] == "entry-first":
     e = m.entry()  # loads the C entry before anything it calls
     f = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)(e.address)
-    print(f(x.ctypes.data, 5), m.total(x), m.bump(1.0))
+    m.sums[1](y, out)  # the parallel build first
+    print(f(x.ctypes.data, 5), m.total(x), m.bump(1.0), out.sum())
 else:
     print(m.total(x), m.bump(1.0))
     m.entry()
@@ -172,7 +190,11 @@ else:
     # total calls twice by symbol; bump links its callee, whose name is ambiguous
     print(has(m.total, "define", "twice"), has(m.total, "declare", "@fastppo_call_"),
           has(m.bump, "declare", "@fastppo_call_"))
-for d in (m.total, m.twice, m.bump):
+    # a linked helper is linked into both builds (a parfor's gufunc too)
+    m.sums[0](y, out)
+    m.sums[1](y, out)
+    print(has(m.sums[0], "declare", "@fastppo_call_"), has(m.sums[1], "declare", "@fastppo_call_"))
+for d in (m.total, m.twice, m.bump, m.sums[1]):
     print(sum(d.stats.cache_misses.values()))
 """
 
@@ -191,5 +213,5 @@ def test_kernels_call_each_other_by_symbol_and_load_in_any_order(tmp_path):
             cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
 
-    assert run("compile") == ["21.0", "2.0", "0", "1", "0", "1", "1", "1"]
-    assert run("entry-first") == ["21.0", "21.0", "2.0", "0", "0", "0"]
+    assert run("compile") == ["21.0", "2.0", "0", "1", "0", "0", "0", "1", "1", "1", "1"]
+    assert run("entry-first") == ["21.0", "21.0", "2.0", "15.0", "0", "0", "0", "0"]
