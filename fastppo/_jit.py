@@ -497,11 +497,11 @@ def c_entry(sig: Any) -> Callable[[F], Any]:
 # kernel or subroutine of fastppo declares the callee under a name derived
 # from its module, qualified name and types (:func:`_symbol`), bound to the
 # callee's machine code when the callee is compiled or loaded. Each function
-# is compiled once: a cold compile of the samplers takes 2.2x less time, with
-# bit-identical results. The price is that LLVM no longer inlines a
-# subroutine into its caller; subroutines hold loops and are called once per
-# chunk or row, and the helpers of hot loops are :func:`inline` (inlined by
-# Numba, which this does not touch).
+# is compiled once, with bit-identical results. The price is that LLVM no
+# longer inlines the callee into its caller: helpers called once per row, or
+# whose inlining LLVM exploits, are :func:`linked` (Numba's linking), and the
+# helpers of hot loops :func:`inline` (inlined by Numba, which this does not
+# touch). docs/design.md has the measurements.
 #
 # A caller's cached machine code refers to its callees by those names, so the
 # caller's compile result carries one reload hook per callee (Numba runs a
