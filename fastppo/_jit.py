@@ -307,10 +307,9 @@ def subroutine(fn: F) -> F:
     the compile time of the samplers (``docs/design.md``, compile budget).
     A ``prange`` inside a subroutine is a plain ``range``.
     """
-    disp = _stamp(numba.njit(**_BASE)(fn))
-    SUBROUTINES.append(disp)
+    disp = linked(fn)
     _callee(disp)
-    return cast(F, disp)
+    return disp
 
 
 def linked(fn: F) -> F:

@@ -66,34 +66,34 @@ EXTENSIONS = "fastppo._cy"
 #: that compiles another task's kernel anyway fails (:func:`_run_task`).
 TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.kernels.sweep": ((), 2),
-    "fastppo.kernels.gae": (_SWEEP, 7),
-    "fastppo.kernels.vtrace": (_SWEEP, 12),
-    "fastppo.kernels.returns": (_SWEEP, 6),
-    _CHUNKS: ((), 3),
-    _CAT: ((_CHUNKS,), 45),
-    _GAUSS: ((_CHUNKS,), 19),
-    "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 16),
-    "fastppo.kernels.codec": ((), 5),
+    "fastppo.kernels.gae": (_SWEEP, 6),
+    "fastppo.kernels.vtrace": (_SWEEP, 11),
+    "fastppo.kernels.returns": (_SWEEP, 5),
+    _CHUNKS: ((), 2.5),
+    _CAT: ((_CHUNKS,), 29),
+    _GAUSS: ((_CHUNKS,), 16),
+    "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 12),
+    "fastppo.kernels.codec": ((), 4.5),
     "fastppo.kernels.checks": ((), 2),
-    "fastppo.kernels.rng": ((), 2),
-    _MLP: ((), 17),
+    "fastppo.kernels.rng": ((), 1),
+    _MLP: ((), 10.5),
     "fastppo.envs.cartpole": ((), 3),
-    "fastppo.envs.acrobot": ((), 4.5),
-    "fastppo.envs.mountain_car": ((), 2.5),
-    "fastppo.envs.mountain_car_continuous": ((), 6),
-    "fastppo.envs.pendulum": ((), 3),
+    "fastppo.envs.acrobot": ((), 4),
+    "fastppo.envs.mountain_car": ((), 3),
+    "fastppo.envs.mountain_car_continuous": ((), 4.5),
+    "fastppo.envs.pendulum": ((), 2.5),
     **{
         f"{_ROLLOUT}:{env_id}{dtype}": ((_MLP, head, EXTENSIONS), cost)
         for env_id, head, cost in (
-            ("CartPole-v1", _CAT, 3.7),
+            ("CartPole-v1", _CAT, 3),
             ("Acrobot-v1", _CAT, 4),
-            ("MountainCar-v0", _CAT, 3.4),
-            ("MountainCarContinuous-v0", _GAUSS, 4.5),
+            ("MountainCar-v0", _CAT, 3),
+            ("MountainCarContinuous-v0", _GAUSS, 4),
             ("Pendulum-v1", _GAUSS, 3.3),
         )
         for dtype in ("", ":float64")
     },
-    "fastppo.kernels.cabi": ((*_SWEEPS, _CAT), 3),
+    "fastppo.kernels.cabi": ((*_SWEEPS, _CAT), 2.5),
 }
 
 #: What ``pip install`` compiles (``--build``): every task but the float64

@@ -113,8 +113,8 @@ def test_every_kind_of_compiled_function_carries_its_import_closure_stamp():
         assert stamp == _jit.source_stamp(src)
 
 
-# A kernel calls a subroutine, a C entry calls the kernel, and a second
-# subroutine shares its module and qualified name with a third.
+# A kernel calls a subroutine, a C entry calls the kernel, two subroutines
+# share one module and qualified name, and a kernel pair calls a linked helper.
 _CALLS_MODULE = """
 import numba
 import numpy as np
