@@ -50,3 +50,9 @@ PARALLEL_MIN_STATS = env_int("PARALLEL_MIN_STATS", 1 << 20)
 #: Numba threads: on a 2-vCPU VM a second thread adds no bandwidth
 #: (serial 1.1-1.3 ms vs 1.0-1.3 ms at [2048, 256]).
 SERIAL_MAX_THREADS = env_int("SERIAL_MAX_THREADS", 2)
+#: The MLP's GEMMs (multiply-adds of the largest product in a call: rows x the
+#: widest layer's ``n_in * n_out``): below it the BLAS runs on one thread
+#: (:mod:`fastppo._blas`). On the 2-vCPU machine two BLAS threads gained
+#: nothing on a 64x64 PPO update, 1.4-1.5x from 2**26 on an idle machine, and
+#: lost 1.7-3x at every size beside one busy process.
+BLAS_PARALLEL_MIN = env_int("BLAS_PARALLEL_MIN", 1 << 26)

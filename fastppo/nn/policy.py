@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fastppo import sampling
+from fastppo import _blas, sampling
 from fastppo._checks import as_array, check_finite, fail, int_vector
 from fastppo.kernels import mlp as K
 from fastppo.nn.init import orthogonal
@@ -236,6 +236,8 @@ class ActorCritic:
         self.obs_clip: float | None = 10.0
         self._act_counter = 0
         self._widths = max(max(sizes_a), max(sizes_c))
+        # multiply-adds per row of the largest GEMM, for the BLAS thread hold
+        self._widest = max(int(r[0] * r[1]) for r in (*self._a_layout, *self._c_layout))
         self._cap = 0
         self._grow(64)
 
@@ -451,7 +453,9 @@ class ActorCritic:
         self._grow(n)
         out_a = np.empty((n, self.n_logits), dtype=self.dtype)
         out_v = np.empty(n, dtype=self.dtype)
-        K.policy_forward(
+        _blas.call(
+            n * self._widest,
+            K.policy_forward,
             self.params, self._a_layout, self._c_layout, self._act, x, self._idx, n,
             self._ha, self._hc, want_a, want_v, out_a, out_v,
         )  # fmt: skip
@@ -586,7 +590,9 @@ class ActorCritic:
         logp = np.empty(n, dtype=np.float64)
         ent = np.empty(n, dtype=np.float64)
         val = np.empty(n, dtype=np.float64)
-        K.policy_evaluate(
+        _blas.call(
+            n * self._widest,
+            K.policy_evaluate,
             self.params, self._a_layout, self._c_layout, self._act, self._head, self.nvec,
             self._ls_off, self.log_std_min, self.log_std_max, x, ai, af, self._idx, n,
             self._ha, self._hc, self._dz, logp, ent, val,

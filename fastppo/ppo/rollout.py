@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fastppo import _blas
 from fastppo._checks import fail
 from fastppo._jit import inline, kernel, specialized
 from fastppo.envs import acrobot, cartpole, mountain_car, mountain_car_continuous, pendulum
@@ -357,7 +358,9 @@ def collect(
         r_args = (False, 0.0, 1.0, 0.0, 1.0)
     episodes = np.empty((rows.logp.shape[0], 3), np.float64)
     info = np.zeros(N_INFO, np.int64)
-    st = KERNELS[env.env_id](
+    st = _blas.call(
+        n * policy._widest,
+        KERNELS[env.env_id],
         policy.params, policy._a_layout, policy._c_layout, policy._idx, log_std, low, high,
         policy._act, start, bool(policy.squash), env.max_episode_steps,
         seed & 0xFFFFFFFF, seed >> 32, counter, *o_args, *r_args,

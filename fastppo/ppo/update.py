@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fastppo import _blas
 from fastppo._checks import as_array, fail
 from fastppo.kernels import mlp as K
 from fastppo.nn.optim import Adam
@@ -142,7 +143,9 @@ def loss_and_grad(
     policy._grow(nb)
     grad = np.empty_like(policy.params)
     st = np.zeros(K.N_MB_STATS, dtype=np.float64)
-    K.minibatch_loss_grad(
+    _blas.call(
+        nb * policy._widest,
+        K.minibatch_loss_grad,
         policy.params, policy._a_layout, policy._c_layout, policy._act, policy._head,
         policy.nvec, policy._ls_off, p.obs, p.act_i, p.act_f, p.logp, p.adv, p.ret, p.val,
         p.valid, idx, 0, nb, _hyper(policy, config, config.learning_rate, None),
@@ -248,7 +251,9 @@ def ppo_update(
     grad = np.empty_like(policy.params)
     mb_stats = np.zeros(K.N_MB_STATS, dtype=np.float64)
     out = np.zeros(K.N_UPDATE_STATS, dtype=np.float64)
-    K.ppo_update_kernel(
+    _blas.call(
+        mb * policy._widest,
+        K.ppo_update_kernel,
         policy.params, policy._a_layout, policy._c_layout, policy._act, policy._head,
         policy.nvec, policy._ls_off, p.obs, p.act_i, p.act_f, p.logp, p.adv, p.ret, p.val,
         p.valid, perm, mb, _hyper(policy, config, lr_, optimizer, clip_), optimizer.m, optimizer.v,
