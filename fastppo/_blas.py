@@ -25,6 +25,7 @@ holds off.
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import AbstractContextManager
 from typing import Any
@@ -39,6 +40,18 @@ _lock = threading.Lock()
 _depth = 0
 _libs: list[Any] | None = None
 _saved: list[tuple[Any, int]] = []
+
+
+def _after_fork() -> None:
+    # A child forked while another thread held the lock would wait for it
+    # forever; it starts with no hold (a parent's hold leaves it at one thread).
+    global _lock, _depth
+    _lock = threading.Lock()
+    _depth = 0
+    _saved.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _controllers() -> list[Any]:

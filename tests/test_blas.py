@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -116,4 +118,28 @@ def test_policy_and_update_run_their_gemms_on_one_blas_thread(two_threads, monke
     assert [set(s) for s in fwd] == [{1}, {2}]
     assert [set(s) for s in ev] == [{1}]
     assert [set(s) for s in upd] == [{1}]
+    assert set(blas_threads()) == {2}
+
+
+def test_a_child_forked_inside_a_hold_starts_without_it(two_threads):
+    # The lock and the count start afresh in a forked child, so its own holds
+    # neither wait for a parent thread's lock nor stack on the parent's count.
+    def child(q) -> None:
+        q.put((_blas._depth, _blas._lock.locked(), _blas.call(HELD, lambda: _blas._depth)))
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def fork_inside() -> None:
+        # as if another thread were between a get and a set; Python 3.12+
+        # warns about fork() in a process with threads (OpenBLAS's are running)
+        with _blas._lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            proc = ctx.Process(target=child, args=(q,))
+            proc.start()
+        proc.join(30)
+        assert proc.exitcode == 0
+
+    _blas.call(HELD, fork_inside)
+    assert q.get(timeout=5) == (0, False, 1)
     assert set(blas_threads()) == {2}
