@@ -18,6 +18,7 @@ from fastppo import _dispatch
 from fastppo import sampling as S
 from fastppo.kernels import categorical as K
 from fastppo.kernels import gaussian as KG
+from fastppo.kernels.chunks import CHUNK
 from fastppo.kernels.squash import A_LIMIT
 from fastppo.reference import rng as rrng
 from fastppo.reference import sampling as R
@@ -168,13 +169,18 @@ def test_masked_actions_never_sampled() -> None:
 def test_rounding_fallback_picks_last_positive_weight_action() -> None:
     """If u * s reached the total, the draw falls back to the last allowed action, never
     a trailing masked one (u = 1 is outside the generator's range, so this is forced)."""
-    r = np.array([0.0, -1.0, -np.inf, -np.inf], dtype=np.float32)
-    e = np.empty(4, dtype=np.float32)
-    a, lp = K._sample_segment(r, e, 0, 4, 1.0, False)
-    assert a == 1
-    assert lp == pytest.approx(-1.0 - math.log(1.0 + math.exp(-1.0)), rel=1e-6)
-    a, _ = K._sample_segment(r, e, 0, 4, 1.0 - 2.0**-53, False)
-    assert a == 1
+    # one row in a chunk tile: R[j * CHUNK] is action j's logit
+    R = np.full(4 * CHUNK, -np.inf, dtype=np.float32)
+    R[0], R[CHUNK] = 0.0, -1.0
+    M = np.zeros(CHUNK, dtype=np.float32)
+    E = np.empty(4 * CHUNK, dtype=np.float32)
+    S, C, T = (np.empty(CHUNK) for _ in range(3))
+    A = np.empty(CHUNK, dtype=np.int64)
+    for u in (1.0, 1.0 - 2.0**-53):
+        K._chunk_draw(4, 1, np.full(CHUNK, u), False, R, E, M, S, C, T, A)
+        assert A[0] == 1
+        lp = np.float64(R[A[0] * CHUNK] - M[0]) - T[0]
+        assert lp == pytest.approx(-1.0 - math.log(1.0 + math.exp(-1.0)), rel=1e-6)
 
 
 def test_multi_categorical_equals_reference_and_single_dim_equals_categorical() -> None:
@@ -286,6 +292,35 @@ def test_slices_with_env_offset_equal_whole_batch() -> None:
     ma, ml = S.sample_multi_categorical(x, [2, 4], seed=1, counter=1)
     mp = [S.sample_multi_categorical(x[i:], [2, 4], seed=1, counter=1, env_offset=i) for i in [7]]
     np.testing.assert_array_equal(mp[0][0], ma[7:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nvec", [[3, 1, 5, 2], [9, 12], [1, 1, 1]])
+def test_multi_categorical_chunks_equal_reference_and_find_a_dead_dimension(dtype, nvec) -> None:
+    # 200 rows: three full chunks of 64 and a partial one; a total width above
+    # 8 takes the chunk loader's one-pass path, at most 8 its two-pass path
+    n, w = 200, sum(nvec)
+    x = _logits(n, w, dtype, seed=11)
+    m = _mask(n, w, seed=12)
+    offs = np.cumsum([0, *nvec])
+    for d in range(len(nvec)):
+        m[:, offs[d]] = True  # every dimension keeps an allowed action
+    for deterministic in (False, True):
+        act, logp = S.sample_multi_categorical(
+            x, nvec, m, seed=3, counter=5, deterministic=deterministic
+        )
+        ra, rl = R.sample_multi_categorical(x, nvec, m, 3, 5, deterministic=deterministic)
+        np.testing.assert_array_equal(act, ra)
+        np.testing.assert_allclose(logp, rl, rtol=1e-6, atol=1e-6)
+    # the last dimension of row 150 (chunk 2) has no allowed action; row 170
+    # has a NaN: the first bad env is named, and out= buffers stay untouched
+    m[150, offs[-2] :] = False
+    x[170, 0] = np.nan
+    out = (np.full((n, len(nvec)), -7, np.int64), np.full(n, 9.0, np.float32))
+    for kw in ({}, {"out": out}):
+        with pytest.raises(ValueError, match="env 150"):
+            S.sample_multi_categorical(x, nvec, m, seed=3, counter=5, **kw)
+    assert np.all(out[0] == -7) and np.all(out[1] == 9.0)
 
 
 def test_serial_and_parallel_builds_are_bit_identical() -> None:

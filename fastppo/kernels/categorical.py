@@ -36,7 +36,6 @@ from fastppo.kernels.chunks import (
     chunk_uniforms,
     first_bad,
     half_bits,
-    load_row,
     rows_to_tile,
 )
 from fastppo.kernels.codec import bf16_to_f32, f16_to_f32
@@ -49,71 +48,6 @@ ARRAYS = STORAGE[:2]
 # (x, kind, mask, has_mask, offs, stream, deterministic, prevalidate, proto,
 #  act, logp) -> first bad env or -1
 _CATEGORICAL_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, b1, F_1, i8_1w, f4_1w)"
-
-
-@kernel("Tup(i8, f8)(F_1, f4_1w, i8, i8, f8, b1)", linked=True)
-def _sample_segment(r, e, lo, hi, u, deterministic):  # pragma: no cover - compiled
-    """Inverse-CDF draw from ``softmax(r[lo:hi])``; masked entries of ``r`` are -inf.
-
-    ``r`` is float32 (float64 for float64 logits), ``e`` float32 scratch.
-    Returns ``(index - lo, log-probability as float64)``, or ``(-1, 0)`` when
-    no entry is allowed (the max is -inf). Index bounds, not slices: a slice
-    is a new array with a reference count to bump, per row.
-    """
-    m = r[lo]
-    for j in range(lo + 1, hi):
-        m = max(m, r[j])
-    if m == -np.inf:
-        return -1, 0.0
-    for j in range(lo, hi):
-        e[j] = expf32_nonpos(np.float32(r[j] - m))
-    s = 0.0
-    for j in range(lo, hi):
-        s += e[j]
-    if deterministic:
-        a = lo
-        for j in range(lo, hi):
-            if r[j] == m:
-                a = j
-                break
-    else:
-        t = u * s
-        c = 0.0
-        last = lo
-        a = -1
-        for j in range(lo, hi):
-            ej = e[j]
-            if ej > 0.0:
-                last = j
-            c += ej
-            if t < c:
-                a = j
-                break
-        if a < 0:
-            # u * s rounded up to s: the last action with nonzero weight.
-            a = last
-    return a - lo, np.float64(r[a] - m) - np.float64(log32(np.float32(s)))
-
-
-@kernel("b1(S_2, i8, i8, u1_2, b1, F_1w)", variants=ARRAYS, linked=True)
-def _load_checked(x, i, kind, mask, has_mask, r):  # pragma: no cover - compiled
-    """Load row ``i`` into ``r`` with masked entries set to -inf; False on NaN/+inf.
-
-    ``not (v < inf)`` is one compare that catches NaN and +inf but lets -inf
-    through; the flag is OR-reduced without branches so the loop vectorises.
-    """
-    width = r.shape[0]
-    load_row(x, i, kind, 0, width, r)
-    bad = False
-    if has_mask:
-        for j in range(width):
-            v = r[j]
-            bad |= not (v < _INF32)
-            r[j] = v if mask[i, j] != 0 else -_INF32
-    else:
-        for j in range(width):
-            bad |= not (r[j] < _INF32)
-    return not bad
 
 
 @kernel("i8(S_1, i8, u1_1, b1, i8, i8, i8, F_1w, u1_1w)", variants=STORAGE, linked=True)
@@ -195,7 +129,7 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M):  # pragma:
     :func:`fastppo.kernels.chunks.rows_to_tile`, vectorised for those widths;
     wider float rows are masked and transposed in one scalar pass. The row
     maxima land in ``M``, so every later step
-    (:func:`_chunk_sample`) runs over the chunk's rows in the inner loop:
+    (:func:`_chunk_draw`) runs over the chunk's rows in the inner loop:
     each row's max, float64 sum and inverse-CDF scan are vector lanes with
     no dependency chain between them (a row loop would wait on each add).
     Decoding while transposing, row by row, ran the bfloat16 path at 1.6x
@@ -249,19 +183,16 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M):  # pragma:
     return n_ok
 
 
-@kernel(
-    "void(i8, i8, i8, i8, f8_1, b1, F_1, f4_1w, F_1, f8_1w, f8_1w, f8_1w, i8_1w, i8_1w, f4_1w)",
-    linked=True,
-)
-def _chunk_sample(
-    width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp
-):  # pragma: no cover - compiled
-    """Draw the actions of a chunk loaded by :func:`_chunk_load`; writes rows ``< n_ok``.
+@kernel("void(i8, i8, f8_1, b1, F_1, f4_1w, F_1, f8_1w, f8_1w, f8_1w, i8_1w)", linked=True)
+def _chunk_draw(width, rows, u, deterministic, R, E, M, S, C, T, A):  # pragma: no cover - compiled
+    """Draw one categorical per row of a chunk's tile ``R[j * CHUNK + i]`` with
+    row maxima ``M``: the action ``A[i]`` and ``T[i] = log s`` (float64), so
+    that its log-probability is ``float64(R[A[i] * CHUNK + i] - M[i]) - T[i]``.
 
-    Per row the arithmetic, and its order, is the one of
-    :func:`_sample_segment`: ``a = #{j : c_j <= u s}`` with ``c_j`` the
-    running sums, which is the first ``j`` with ``u s < c_j`` as the ``c_j``
-    never decrease.
+    Per row the arithmetic, and its order, is the one a row loop would run
+    (the module docstring): ``a = #{j : c_j <= u s}`` with ``c_j`` the running
+    sums, which is the first ``j`` with ``u s < c_j`` as the ``c_j`` never
+    decrease. Rows are the inner loop, so every step vectorises across envs.
     """
     # 3. e = expf32(l - m) (float32: 8 per instruction, a loop of its own) and
     #    s = sum_j e_j in float64, in action order
@@ -299,15 +230,9 @@ def _chunk_sample(
                 for j in range(width):
                     a = j if E[j * CHUNK + i] > 0.0 else a
                 A[i] = a
-    # 5. log-probabilities: (l_a - m) - log(s), log s by log32 (8 per instruction)
+    # 5. log s by log32 (8 per instruction); the log-probability is (l_a - m) - log s
     for i in range(rows):
         T[i] = log32(np.float32(S[i]))
-    ao = act[i0 : i0 + n_ok]  # indexed from 0: no negative-index wrap
-    lo = logp[i0 : i0 + n_ok]
-    for i in range(n_ok):
-        a = A[i]
-        ao[i] = a
-        lo[i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
 
 
 @kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)
@@ -392,13 +317,35 @@ def categorical(
             rows = min(n, i0 + CHUNK) - i0
             chunk_uniforms(stream, i0, rows, n_uni, u)
             n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
-            _chunk_sample(width, i0, rows, n_ok, u, deterministic, R, E, M, S, C, T, A, act, logp)
+            _chunk_draw(width, rows, u, deterministic, R, E, M, S, C, T, A)
+            ao = act[i0 : i0 + n_ok]  # indexed from 0: no negative-index wrap
+            lo = logp[i0 : i0 + n_ok]
+            for i in range(n_ok):
+                a = A[i]
+                ao[i] = a
+                lo[i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
             if n_ok < rows:
                 bad[c] = i0 + n_ok
     return first_bad(bad)
 
 
 categorical_serial, categorical_parallel = categorical
+
+
+@kernel("i8(F_1, i8, i8, i8, i8, F_1w)", linked=True)
+def _segment_max(R, lo, hi, rows, n_ok, M):  # pragma: no cover - compiled
+    """``M[i]`` = the max of row ``i`` over the tile's actions ``lo:hi``; returns
+    ``n_ok`` cut to the first row whose segment has no allowed finite logit."""
+    for i in range(rows):
+        M[i] = R[lo * CHUNK + i]
+    for j in range(lo + 1, hi):
+        Rj = R[j * CHUNK : (j + 1) * CHUNK]
+        for i in range(rows):
+            M[i] = np.maximum(M[i], Rj[i])  # a blend, as in _chunk_load
+    for i in range(n_ok):
+        if M[i] == -np.inf:
+            return i
+    return n_ok
 
 
 @kernel_pair(_CATEGORICAL_SIG, variants=ARRAYS)
@@ -418,52 +365,74 @@ def multi_categorical(
     """Sample every env's (multi-)categorical action; returns -1 or the first bad env.
 
     The arguments are :func:`categorical`'s (``offs`` with ``D + 1`` bounds,
-    ``act`` of ``N * D``). Row by row: dimension ``d`` draws from its segment
-    with uniform ``d`` of the env's stream.
+    ``act`` of ``N * D``), and so are the steps: a chunk of rows is loaded
+    into one tile (:func:`_chunk_load`), then each dimension ``d`` takes its
+    actions' slice of the tile, its row maxima (:func:`_segment_max`) and
+    uniform ``d`` of each env's stream, and draws (:func:`_chunk_draw`); the
+    log-probabilities of the dimensions are summed in float64, in dimension
+    order, and rounded to float32 once.
     """
     n = x.shape[0]
     width = x.shape[1]
     n_dim = offs.shape[0] - 1
     n_chunks = (n + CHUNK - 1) // CHUNK
+    n_tasks = (n_chunks + TASK - 1) // TASK
     bad = np.full(n_chunks, -1, dtype=np.int64)
+    xf = x.reshape(n * width)
+    mf = mask.reshape(mask.shape[0] * mask.shape[1])
     if prevalidate:
-        for c in numba.prange(n_chunks):
-            r = np.empty(width, dtype=proto.dtype)
-            for i in range(c * CHUNK, min(n, (c + 1) * CHUNK)):
-                ok = _load_checked(x, i, kind, mask, has_mask, r)
+        for t in numba.prange(n_tasks):
+            Q = np.empty(CHUNK * width, dtype=proto.dtype)
+            F = np.empty(CHUNK * width, dtype=np.uint8)
+            R = np.empty(CHUNK * width, dtype=proto.dtype)
+            M = np.empty(CHUNK, dtype=proto.dtype)
+            for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+                i0 = c * CHUNK
+                rows = min(n, i0 + CHUNK) - i0
+                n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
                 for d in range(n_dim):
-                    m = -np.inf
-                    for j in range(offs[d], offs[d + 1]):
-                        m = max(m, r[j])
-                    ok &= m != -np.inf
-                if not ok:
-                    bad[c] = i
-                    break
+                    n_ok = _segment_max(R, offs[d], offs[d + 1], rows, n_ok, M)
+                if n_ok < rows:
+                    bad[c] = i0 + n_ok
         first = first_bad(bad)
         if first >= 0:
             return first
     n_uni = 0 if deterministic else n_dim
-    for c in numba.prange(n_chunks):
-        r = np.empty(width, dtype=proto.dtype)
-        e = np.empty(width, dtype=np.float32)
+    for t in numba.prange(n_tasks):
+        Q = np.empty(CHUNK * width, dtype=proto.dtype)
+        F = np.empty(CHUNK * width, dtype=np.uint8)
+        R = np.empty(CHUNK * width, dtype=proto.dtype)
+        E = np.empty(CHUNK * width, dtype=np.float32)
+        M = np.empty(CHUNK, dtype=proto.dtype)
+        S = np.empty(CHUNK, dtype=np.float64)
+        C = np.empty(CHUNK, dtype=np.float64)
+        T = np.empty(CHUNK, dtype=np.float64)
+        A = np.empty(CHUNK, dtype=np.int64)
+        L = np.empty(CHUNK, dtype=np.float64)
         u = np.zeros(CHUNK * (n_dim + 1), dtype=np.float64)
-        i0 = c * CHUNK
-        rows = min(n, i0 + CHUNK) - i0
-        chunk_uniforms(stream, i0, rows, n_uni, u)
-        for i in range(i0, i0 + rows):
-            ok = _load_checked(x, i, kind, mask, has_mask, r)
-            total = 0.0
+        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
+            i0 = c * CHUNK
+            rows = min(n, i0 + CHUNK) - i0
+            chunk_uniforms(stream, i0, rows, n_uni, u)
+            n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
+            for i in range(rows):
+                L[i] = 0.0
             for d in range(n_dim):
-                a, lp = _sample_segment(
-                    r, e, offs[d], offs[d + 1], u[d * CHUNK + i - i0], deterministic
-                )
-                ok &= a >= 0
-                act[i * n_dim + d] = a
-                total += lp
-            logp[i] = total
-            if not ok:
-                bad[c] = i
-                break
+                lo = offs[d]
+                hi = offs[d + 1]
+                n_ok = _segment_max(R, lo, hi, rows, n_ok, M)
+                Rd = R[lo * CHUNK : hi * CHUNK]
+                _chunk_draw(hi - lo, rows, u[d * CHUNK :], deterministic, Rd, E, M, S, C, T, A)
+                ao = act[i0 * n_dim + d : (i0 + n_ok) * n_dim]  # indexed from 0
+                for i in range(n_ok):
+                    a = A[i]
+                    ao[i * n_dim] = a
+                    L[i] += np.float64(Rd[a * CHUNK + i] - M[i]) - T[i]
+            lo_ = logp[i0 : i0 + n_ok]
+            for i in range(n_ok):
+                lo_[i] = L[i]
+            if n_ok < rows:
+                bad[c] = i0 + n_ok
     return first_bad(bad)
 
 

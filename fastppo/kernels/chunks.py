@@ -96,24 +96,6 @@ def _float_rows(x):  # unannotated: Numba requires the lambdas' exact signature
     return lambda x: x.reshape(x.size)
 
 
-@linked
-def load_row(x, i, kind, col0, n, r):  # pragma: no cover - compiled
-    """``r[:n] = float64(x[i, col0:col0+n])``, decoding float16/bfloat16 bits.
-
-    The branch on ``kind`` sits outside the loops; only the loops of the
-    storage dtype are compiled (:func:`half_bits`).
-    """
-    if half_bits(x) and kind == KIND_F16:
-        for j in range(n):
-            r[j] = f16_to_f32(x[i, col0 + j])
-    elif half_bits(x):  # KIND_BF16
-        for j in range(n):
-            r[j] = bf16_to_f32(x[i, col0 + j])
-    else:
-        for j in range(n):
-            r[j] = x[i, col0 + j]
-
-
 @subroutine
 def first_bad(bad):  # pragma: no cover - compiled
     for c in range(bad.shape[0]):

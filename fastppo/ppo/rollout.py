@@ -10,8 +10,7 @@ with no Python per step. Each step, in the step path's order:
    clipped (the Cython cores of :class:`fastppo.RunningMeanStd`, called
    through :mod:`fastppo.stats.cabi`);
 2. the policy's forward pass (:func:`fastppo.kernels.mlp.policy_forward`) and
-   the counter-based sampler of its head (the row-by-row categorical kernel,
-   whose draws are the chunked sampler's bit for bit, or the serial Gaussian
+   the counter-based sampler of its head (the serial categorical or Gaussian
    kernel; stream ``(seed, counter0 + t, env)``);
 3. the stored action made env-ready (``ActorCritic.to_env``'s clip or
    rescale) and the env's step, time limit and autoreset
@@ -54,10 +53,9 @@ _NOMASK = np.zeros((1, 1), np.uint8)
 
 @inline
 def _categorical(out_a, log_std, offs, stream, squash, act_i, act_f, logp):  # pragma: no cover
-    """``sample_categorical(out_a)``, no mask: the row-by-row serial kernel with one
-    dimension (``offs``), whose draws and log-probs are the chunked sampler's bit
-    for bit and whose compile is about half of it (3.2 s against 5.6 s)."""
-    return KC.multi_categorical_serial(
+    """``sample_categorical(out_a)``, no mask: its serial kernel (``offs`` is
+    ``[0, n]``), called by symbol, not compiled into the rollout."""
+    return KC.categorical_serial(
         out_a, 0 if out_a.itemsize == 4 else 1, _NOMASK, False, offs, stream, False, False,
         log_std[:0], act_i, logp,
     )  # fmt: skip

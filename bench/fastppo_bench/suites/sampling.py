@@ -174,6 +174,89 @@ def _categorical_group(n: int, a: int, torch: Any, per_call: bool) -> Group:
     )
 
 
+def numpy_multi_categorical(
+    logits: np.ndarray, mask: np.ndarray, nvec: tuple[int, ...], gen: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-discrete sample + summed log-prob: :func:`numpy_categorical` per dimension."""
+    offs = np.cumsum((0, *nvec))
+    acts, logp = [], 0.0
+    for d in range(len(nvec)):
+        a, lp = numpy_categorical(
+            logits[:, offs[d] : offs[d + 1]], mask[:, offs[d] : offs[d + 1]], gen
+        )
+        acts.append(a)
+        logp = logp + lp
+    return np.stack(acts, axis=1), logp
+
+
+def _torch_multi_categorical(
+    torch: Any, logits: Any, mask: Any, nvec: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    # SB3's MultiCategoricalDistribution: one Categorical per dimension over split logits
+    dists = [
+        torch.distributions.Categorical(
+            logits=x.masked_fill(~m, float("-inf")), validate_args=False
+        )
+        for x, m in zip(torch.split(logits, nvec, dim=1), torch.split(mask, nvec, dim=1))
+    ]
+    a = torch.stack([d.sample() for d in dists], dim=1)
+    logp = torch.stack([d.log_prob(x) for d, x in zip(dists, torch.unbind(a, dim=1))], 1).sum(1)
+    return a.numpy(), logp.numpy()
+
+
+def _multi_group(n: int, nvec: tuple[int, ...], torch: Any) -> Group:
+    import fastppo
+
+    logits, mask = _categorical_inputs(n * len(nvec), nvec[0], seed=6)
+    logits = logits.reshape(n, -1)  # equal dimensions: the rows of [D * N, A] side by side
+    mask = mask.reshape(n, -1)
+    gen = np.random.default_rng(1)
+    counter = iter(range(1 << 62))
+    flat = "sample_categorical, the same logits as [D*N x A]"
+    impls: dict[str, Any] = {
+        "numpy vectorised": partial(numpy_multi_categorical, logits, mask, nvec, gen),
+        "fastppo": lambda: fastppo.sample_multi_categorical(
+            logits, nvec, mask, seed=0, counter=next(counter)
+        ),
+        flat: lambda: fastppo.sample_categorical(
+            logits.reshape(-1, nvec[0]), mask.reshape(-1, nvec[0]), seed=0, counter=next(counter)
+        ),
+        "torch": TORCH_MISSING,
+    }
+    if torch is not None:
+        impls["torch"] = partial(
+            _torch_multi_categorical, torch, torch.from_numpy(logits), torch.from_numpy(mask), nvec
+        )
+    offs = np.cumsum((0, *nvec))
+    checks = [
+        _check_categorical(logits[:, offs[d] : offs[d + 1]], mask[:, offs[d] : offs[d + 1]])
+        for d in range(len(nvec))
+    ]
+    x = np.where(mask, logits.astype(np.float64), -np.inf)
+
+    def check(results: dict[str, Any]) -> None:
+        for label, (act, logp) in results.items():
+            act = np.asarray(act).reshape(n, len(nvec))
+            logp = np.asarray(logp, np.float64).reshape(n, -1).sum(axis=1)
+            total = 0.0
+            for d in range(len(nvec)):
+                xd = x[:, offs[d] : offs[d + 1]]
+                m = xd.max(axis=1)
+                lsm = xd[np.arange(n), act[:, d]] - m - np.log(np.exp(xd - m[:, None]).sum(axis=1))
+                checks[d]({label: (act[:, d], lsm)})  # range, mask
+                total = total + lsm
+            np.testing.assert_allclose(logp, total, rtol=1e-4, atol=1e-4, err_msg=label)
+
+    return Group(
+        name=f"sample_multi_categorical masked [{n}x{nvec}] float32",
+        baseline="numpy vectorised",
+        impls=impls,
+        check=check,
+        target=f"fastppo time <= 1.5x {flat}; >= 10x torch",
+        bytes_moved=logits.nbytes + mask.nbytes + 8 * n * len(nvec) + 4 * n,
+    )
+
+
 def _gaussian_group(n: int, a: int, torch: Any) -> Group:
     import fastppo
 
@@ -330,7 +413,8 @@ def _bytes_group(n: int, a: int) -> Group:
 
 
 def groups(quick: bool, full: bool = False) -> list[Group]:
-    """The sampling groups: [4096x18] categorical, [1x4] per call, [4096x6] Gaussian, bytes,
+    """The sampling groups: [4096x18] categorical, [1x4] per call, [4096x(6,6,6)]
+    multi-discrete, [4096x6] Gaussian, bytes,
     and the log-prob + entropy of stored actions (categorical [4096x18], Gaussian [4096x6]).
 
     ``full`` adds a small [256x6] and a large [16384x18] categorical.
@@ -341,6 +425,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
         sizes = [(256, 6), (4096, 18), (16384, 18)]
     out = [_categorical_group(n, a, torch, per_call=False) for n, a in sizes]
     out.append(_categorical_group(1, 4, torch, per_call=True))
+    out.append(_multi_group(4096, (6, 6, 6), torch))
     out.append(_gaussian_group(4096, 6, torch))
     out.append(_bytes_group(4096, 18))
     out.append(_logp_group(4096, 18, torch, categorical=True))
