@@ -179,7 +179,8 @@ def numpy_multi_categorical(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Multi-discrete sample + summed log-prob: :func:`numpy_categorical` per dimension."""
     offs = np.cumsum((0, *nvec))
-    acts, logp = [], 0.0
+    acts = []
+    logp = np.zeros(logits.shape[0], np.float64)
     for d in range(len(nvec)):
         a, lp = numpy_categorical(
             logits[:, offs[d] : offs[d + 1]], mask[:, offs[d] : offs[d + 1]], gen
