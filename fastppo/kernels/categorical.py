@@ -348,6 +348,89 @@ def _segment_max(R, lo, hi, rows, n_ok, M):  # pragma: no cover - compiled
     return n_ok
 
 
+# (x, kind, mask, has_mask, offs, stream, deterministic, proto, act, logp)
+# -> first bad row of these rows or -1
+_ROWS_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, F_1, i8_1w, f4_1w)"
+
+
+@kernel("i8(S_2, i8, u1_2, b1, i8_1, F_1)", variants=ARRAYS)
+def _multi_valid(x, kind, mask, has_mask, offs, proto):  # pragma: no cover - compiled
+    """The first bad row of ``x`` (a NaN or +inf logit, or a dimension with no
+    allowed finite logit), or -1; :func:`_multi_rows`' checks, nothing written."""
+    n = x.shape[0]
+    width = x.shape[1]
+    n_dim = offs.shape[0] - 1
+    xf = x.reshape(n * width)
+    mf = mask.reshape(mask.shape[0] * mask.shape[1])
+    Q = np.empty(CHUNK * width, dtype=proto.dtype)
+    F = np.empty(CHUNK * width, dtype=np.uint8)
+    R = np.empty(CHUNK * width, dtype=proto.dtype)
+    M = np.empty(CHUNK, dtype=proto.dtype)
+    for i0 in range(0, n, CHUNK):
+        rows = min(n, i0 + CHUNK) - i0
+        n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
+        for d in range(n_dim):
+            n_ok = _segment_max(R, offs[d], offs[d + 1], rows, n_ok, M)
+        if n_ok < rows:
+            return i0 + n_ok
+    return -1
+
+
+@kernel(_ROWS_SIG, variants=ARRAYS)
+def _multi_rows(
+    x, kind, mask, has_mask, offs, stream, deterministic, proto, act, logp
+):  # pragma: no cover
+    """Sample the rows of ``x`` chunk by chunk; returns the first bad row or -1
+    (rows from it on may be partly written).
+
+    A chunk is loaded into one tile (:func:`_chunk_load`); then each
+    dimension ``d`` takes its actions' rows of the tile, their maxima
+    (:func:`_segment_max`) and uniform ``d`` of each env's stream, and draws
+    (:func:`_chunk_draw`). The log-probabilities of the dimensions are summed
+    in float64, in dimension order, and rounded to float32 once.
+    """
+    n = x.shape[0]
+    width = x.shape[1]
+    n_dim = offs.shape[0] - 1
+    xf = x.reshape(n * width)
+    mf = mask.reshape(mask.shape[0] * mask.shape[1])
+    n_uni = 0 if deterministic else n_dim
+    Q = np.empty(CHUNK * width, dtype=proto.dtype)
+    F = np.empty(CHUNK * width, dtype=np.uint8)
+    R = np.empty(CHUNK * width, dtype=proto.dtype)
+    E = np.empty(CHUNK * width, dtype=np.float32)
+    M = np.empty(CHUNK, dtype=proto.dtype)
+    S = np.empty(CHUNK, dtype=np.float64)
+    C = np.empty(CHUNK, dtype=np.float64)
+    T = np.empty(CHUNK, dtype=np.float64)
+    A = np.empty(CHUNK, dtype=np.int64)
+    L = np.empty(CHUNK, dtype=np.float64)
+    u = np.zeros(CHUNK * (n_dim + 1), dtype=np.float64)
+    for i0 in range(0, n, CHUNK):
+        rows = min(n, i0 + CHUNK) - i0
+        chunk_uniforms(stream, i0, rows, n_uni, u)
+        n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
+        for i in range(rows):
+            L[i] = 0.0
+        for d in range(n_dim):
+            lo = offs[d]
+            hi = offs[d + 1]
+            n_ok = _segment_max(R, lo, hi, rows, n_ok, M)
+            Rd = R[lo * CHUNK : hi * CHUNK]
+            _chunk_draw(hi - lo, rows, u[d * CHUNK :], deterministic, Rd, E, M, S, C, T, A)
+            ao = act[i0 * n_dim + d : (i0 + n_ok) * n_dim]  # indexed from 0
+            for i in range(n_ok):
+                a = A[i]
+                ao[i * n_dim] = a
+                L[i] += np.float64(Rd[a * CHUNK + i] - M[i]) - T[i]
+        lo_ = logp[i0 : i0 + n_ok]
+        for i in range(n_ok):
+            lo_[i] = L[i]
+        if n_ok < rows:
+            return i0 + n_ok
+    return -1
+
+
 @kernel_pair(_CATEGORICAL_SIG, variants=ARRAYS)
 def multi_categorical(
     x,
@@ -365,74 +448,40 @@ def multi_categorical(
     """Sample every env's (multi-)categorical action; returns -1 or the first bad env.
 
     The arguments are :func:`categorical`'s (``offs`` with ``D + 1`` bounds,
-    ``act`` of ``N * D``), and so are the steps: a chunk of rows is loaded
-    into one tile (:func:`_chunk_load`), then each dimension ``d`` takes its
-    actions' slice of the tile, its row maxima (:func:`_segment_max`) and
-    uniform ``d`` of each env's stream, and draws (:func:`_chunk_draw`); the
-    log-probabilities of the dimensions are summed in float64, in dimension
-    order, and rounded to float32 once.
+    ``act`` of ``N * D``). Tasks of ``CHUNK * TASK`` rows run
+    :func:`_multi_valid` (with ``prevalidate``, every task before the first
+    write) and :func:`_multi_rows`, called by symbol with the task's rows and
+    their stream (row 0 moved to the task's first row), so the parallel build
+    is a loop of calls and compiles in a fraction of the time a copy of the
+    chunk steps would take (issue 11); a call per 512 rows costs nothing
+    measurable.
     """
     n = x.shape[0]
-    width = x.shape[1]
     n_dim = offs.shape[0] - 1
-    n_chunks = (n + CHUNK - 1) // CHUNK
-    n_tasks = (n_chunks + TASK - 1) // TASK
-    bad = np.full(n_chunks, -1, dtype=np.int64)
-    xf = x.reshape(n * width)
-    mf = mask.reshape(mask.shape[0] * mask.shape[1])
+    step = CHUNK * TASK
+    n_tasks = (n + step - 1) // step
+    seed_lo, seed_hi, ctr_lo, ctr_hi, row0 = stream
+    bad = np.full(n_tasks, -1, dtype=np.int64)
     if prevalidate:
         for t in numba.prange(n_tasks):
-            Q = np.empty(CHUNK * width, dtype=proto.dtype)
-            F = np.empty(CHUNK * width, dtype=np.uint8)
-            R = np.empty(CHUNK * width, dtype=proto.dtype)
-            M = np.empty(CHUNK, dtype=proto.dtype)
-            for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
-                i0 = c * CHUNK
-                rows = min(n, i0 + CHUNK) - i0
-                n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
-                for d in range(n_dim):
-                    n_ok = _segment_max(R, offs[d], offs[d + 1], rows, n_ok, M)
-                if n_ok < rows:
-                    bad[c] = i0 + n_ok
+            r0 = t * step
+            r1 = min(n, r0 + step)
+            mt = mask[r0:r1] if has_mask else mask
+            b = _multi_valid(x[r0:r1], kind, mt, has_mask, offs, proto)
+            bad[t] = r0 + b if b >= 0 else -1
         first = first_bad(bad)
         if first >= 0:
             return first
-    n_uni = 0 if deterministic else n_dim
     for t in numba.prange(n_tasks):
-        Q = np.empty(CHUNK * width, dtype=proto.dtype)
-        F = np.empty(CHUNK * width, dtype=np.uint8)
-        R = np.empty(CHUNK * width, dtype=proto.dtype)
-        E = np.empty(CHUNK * width, dtype=np.float32)
-        M = np.empty(CHUNK, dtype=proto.dtype)
-        S = np.empty(CHUNK, dtype=np.float64)
-        C = np.empty(CHUNK, dtype=np.float64)
-        T = np.empty(CHUNK, dtype=np.float64)
-        A = np.empty(CHUNK, dtype=np.int64)
-        L = np.empty(CHUNK, dtype=np.float64)
-        u = np.zeros(CHUNK * (n_dim + 1), dtype=np.float64)
-        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
-            i0 = c * CHUNK
-            rows = min(n, i0 + CHUNK) - i0
-            chunk_uniforms(stream, i0, rows, n_uni, u)
-            n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
-            for i in range(rows):
-                L[i] = 0.0
-            for d in range(n_dim):
-                lo = offs[d]
-                hi = offs[d + 1]
-                n_ok = _segment_max(R, lo, hi, rows, n_ok, M)
-                Rd = R[lo * CHUNK : hi * CHUNK]
-                _chunk_draw(hi - lo, rows, u[d * CHUNK :], deterministic, Rd, E, M, S, C, T, A)
-                ao = act[i0 * n_dim + d : (i0 + n_ok) * n_dim]  # indexed from 0
-                for i in range(n_ok):
-                    a = A[i]
-                    ao[i * n_dim] = a
-                    L[i] += np.float64(Rd[a * CHUNK + i] - M[i]) - T[i]
-            lo_ = logp[i0 : i0 + n_ok]
-            for i in range(n_ok):
-                lo_[i] = L[i]
-            if n_ok < rows:
-                bad[c] = i0 + n_ok
+        r0 = t * step
+        r1 = min(n, r0 + step)
+        mt = mask[r0:r1] if has_mask else mask
+        st = (seed_lo, seed_hi, ctr_lo, ctr_hi, row0 + r0)
+        b = _multi_rows(
+            x[r0:r1], kind, mt, has_mask, offs, st, deterministic, proto,
+            act[r0 * n_dim : r1 * n_dim], logp[r0:r1],
+        )  # fmt: skip
+        bad[t] = r0 + b if b >= 0 else -1
     return first_bad(bad)
 
 
