@@ -70,7 +70,7 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     "fastppo.kernels.vtrace": (_SWEEP, 11),
     "fastppo.kernels.returns": (_SWEEP, 5),
     _CHUNKS: ((), 2.5),
-    _CAT: ((_CHUNKS,), 29),
+    _CAT: ((_CHUNKS,), 21),
     _GAUSS: ((_CHUNKS,), 16),
     "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 12),
     "fastppo.kernels.codec": ((), 4.5),

@@ -23,10 +23,12 @@ float32 terms about one ulp of a log-probability near -1 to -3.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 
-from fastppo._jit import STORAGE, kernel, kernel_pair
+from fastppo._jit import STORAGE, kernel, kernel_pair, specialized
 from fastppo.kernels.chunks import (
     _INF32,
     CHUNK,
@@ -135,9 +137,8 @@ def _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M):  # pragma:
     Decoding while transposing, row by row, ran the bfloat16 path at 1.6x
     the float32 one ([4096x18], masked).
 
-    Compiled on its own (not IR-inlined): the serial and parallel builds of
-    :func:`categorical` share it, and a call per chunk of 64 rows costs
-    nothing measurable.
+    Linked into the rows kernels (:func:`_categorical_rows`, :func:`_multi_rows`,
+    and the checks), once per chunk of 64 rows.
     """
     two_pass = half_bits(xf) or width <= 8
     n_ok = rows
@@ -235,101 +236,67 @@ def _chunk_draw(width, rows, u, deterministic, R, E, M, S, C, T, A):  # pragma: 
         T[i] = log32(np.float32(S[i]))
 
 
-@kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)
-def categorical(
-    x,
-    kind,
-    mask,
-    has_mask,
-    offs,
-    stream,
-    deterministic,
-    prevalidate,
-    proto,
-    act,
-    logp,
-):  # pragma: no cover - compiled
-    """Sample every env's categorical action; returns -1 or the first bad env.
+# The samplers' work on a run of rows: (x, kind, mask, has_mask, offs, stream,
+# deterministic, proto, act, logp) -> the first bad row of x or -1 (rows from
+# it on may be partly written); the check alone: (x, kind, mask, has_mask,
+# offs, proto) -> the first bad row or -1, nothing written.
+_ROWS_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, F_1, i8_1w, f4_1w)"
+_VALID_SIG = "i8(S_2, i8, u1_2, b1, i8_1, F_1)"
 
-    One dimension (``offs = [0, W]``); :func:`multi_categorical` takes the
-    general case with the same signature and, for one dimension, the same
-    results (the separate kernels keep each one's compile small).
 
-    Parameters
-    ----------
-    x : [N, W] float32, float64 or uint16 (float16/bfloat16 bits, see ``kind``)
-        Logits of ``D = len(offs) - 1`` categorical dimensions laid side by
-        side: dimension ``d`` owns columns ``offs[d]:offs[d+1]``.
-    mask : [N, W] uint8, nonzero = allowed (ignored unless ``has_mask``).
-    offs : [D + 1] int64 segment bounds.
-    stream : the draws' stream record (:data:`fastppo.kernels.rng.STREAM`:
-        32-bit words of seed and counter, and the global index of row 0).
-    prevalidate : run a validation pass first, so that nothing is written
-        when a row is bad (the caller's ``out=`` buffers). When the outputs
-        are fresh arrays the check rides along the sampling pass instead:
-        partial outputs are then discarded by the caller.
-    proto : empty array whose dtype is the working precision (float32, or
-        float64 for float64 logits).
-    act : [N * D] int64, written ``act[i*D + d]`` (action within dimension d).
-    logp : [N] float32, sum of the dimensions' log-probabilities.
-
-    Dimension ``d`` uses uniform ``d`` of the env's stream. A bad row has a
-    NaN or +inf logit, or a dimension with no allowed finite logit.
-    """
+@kernel(_VALID_SIG, variants=STORAGE)
+def _categorical_valid(x, kind, mask, has_mask, offs, proto):  # pragma: no cover - compiled
+    """The first bad row of ``x`` (a NaN or +inf logit, or no allowed finite
+    logit), or -1: :func:`_chunk_valid` chunk by chunk."""
     n = x.shape[0]
     width = x.shape[1]
-    n_chunks = (n + CHUNK - 1) // CHUNK
-    n_tasks = (n_chunks + TASK - 1) // TASK
-    bad = np.full(n_chunks, -1, dtype=np.int64)
     xf = x.reshape(n * width)
     mf = mask.reshape(mask.shape[0] * mask.shape[1])
-    # With the caller's buffers, every row is checked before the first write
-    # (nothing written on error) and no output-sized scratch is allocated
-    # (out= calls allocate nothing the size of the batch); fresh outputs are
-    # checked along the sampling pass and dropped on error.
-    if prevalidate:
-        for t in numba.prange(n_tasks):
-            Q = np.empty(CHUNK * width, dtype=proto.dtype)
-            F = np.empty(CHUNK * width, dtype=np.uint8)
-            for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
-                i0 = c * CHUNK
-                rows = min(n, i0 + CHUNK) - i0
-                n_ok = _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, Q, F)
-                if n_ok < rows:
-                    bad[c] = i0 + n_ok
-        first = first_bad(bad)
-        if first >= 0:
-            return first
+    Q = np.empty(CHUNK * width, dtype=proto.dtype)
+    F = np.empty(CHUNK * width, dtype=np.uint8)
+    for i0 in range(0, n, CHUNK):
+        rows = min(n, i0 + CHUNK) - i0
+        n_ok = _chunk_valid(xf, kind, mf, has_mask, width, i0, rows, Q, F)
+        if n_ok < rows:
+            return i0 + n_ok
+    return -1
+
+
+@kernel(_ROWS_SIG, variants=STORAGE)
+def _categorical_rows(
+    x, kind, mask, has_mask, offs, stream, deterministic, proto, act, logp
+):  # pragma: no cover - compiled
+    """Sample the rows of ``x`` chunk by chunk (:func:`_chunk_load`,
+    :func:`_chunk_draw`); returns the first bad row or -1."""
+    n = x.shape[0]
+    width = x.shape[1]
+    xf = x.reshape(n * width)
+    mf = mask.reshape(mask.shape[0] * mask.shape[1])
     n_uni = 0 if deterministic else 1
-    for t in numba.prange(n_tasks):
-        Q = np.empty(CHUNK * width, dtype=proto.dtype)
-        F = np.empty(CHUNK * width, dtype=np.uint8)
-        R = np.empty(CHUNK * width, dtype=proto.dtype)
-        E = np.empty(CHUNK * width, dtype=np.float32)
-        M = np.empty(CHUNK, dtype=proto.dtype)
-        S = np.empty(CHUNK, dtype=np.float64)
-        C = np.empty(CHUNK, dtype=np.float64)
-        T = np.empty(CHUNK, dtype=np.float64)
-        A = np.empty(CHUNK, dtype=np.int64)
-        u = np.zeros(2 * CHUNK, dtype=np.float64)
-        for c in range(t * TASK, min(n_chunks, (t + 1) * TASK)):
-            i0 = c * CHUNK
-            rows = min(n, i0 + CHUNK) - i0
-            chunk_uniforms(stream, i0, rows, n_uni, u)
-            n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
-            _chunk_draw(width, rows, u, deterministic, R, E, M, S, C, T, A)
-            ao = act[i0 : i0 + n_ok]  # indexed from 0: no negative-index wrap
-            lo = logp[i0 : i0 + n_ok]
-            for i in range(n_ok):
-                a = A[i]
-                ao[i] = a
-                lo[i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
-            if n_ok < rows:
-                bad[c] = i0 + n_ok
-    return first_bad(bad)
-
-
-categorical_serial, categorical_parallel = categorical
+    Q = np.empty(CHUNK * width, dtype=proto.dtype)
+    F = np.empty(CHUNK * width, dtype=np.uint8)
+    R = np.empty(CHUNK * width, dtype=proto.dtype)
+    E = np.empty(CHUNK * width, dtype=np.float32)
+    M = np.empty(CHUNK, dtype=proto.dtype)
+    S = np.empty(CHUNK, dtype=np.float64)
+    C = np.empty(CHUNK, dtype=np.float64)
+    T = np.empty(CHUNK, dtype=np.float64)
+    A = np.empty(CHUNK, dtype=np.int64)
+    u = np.zeros(2 * CHUNK, dtype=np.float64)
+    for i0 in range(0, n, CHUNK):
+        rows = min(n, i0 + CHUNK) - i0
+        chunk_uniforms(stream, i0, rows, n_uni, u)
+        n_ok = _chunk_load(xf, kind, mf, has_mask, width, i0, rows, Q, F, R, M)
+        _chunk_draw(width, rows, u, deterministic, R, E, M, S, C, T, A)
+        ao = act[i0 : i0 + n_ok]  # indexed from 0: no negative-index wrap
+        lo = logp[i0 : i0 + n_ok]
+        for i in range(n_ok):
+            a = A[i]
+            ao[i] = a
+            lo[i] = np.float64(R[a * CHUNK + i] - M[i]) - T[i]
+        if n_ok < rows:
+            return i0 + n_ok
+    return -1
 
 
 @kernel("i8(F_1, i8, i8, i8, i8, F_1w)", linked=True)
@@ -348,12 +315,7 @@ def _segment_max(R, lo, hi, rows, n_ok, M):  # pragma: no cover - compiled
     return n_ok
 
 
-# (x, kind, mask, has_mask, offs, stream, deterministic, proto, act, logp)
-# -> first bad row of these rows or -1
-_ROWS_SIG = f"i8(S_2, i8, u1_2, b1, i8_1, {STREAM}, b1, F_1, i8_1w, f4_1w)"
-
-
-@kernel("i8(S_2, i8, u1_2, b1, i8_1, F_1)", variants=ARRAYS)
+@kernel(_VALID_SIG, variants=ARRAYS)
 def _multi_valid(x, kind, mask, has_mask, offs, proto):  # pragma: no cover - compiled
     """The first bad row of ``x`` (a NaN or +inf logit, or a dimension with no
     allowed finite logit), or -1; :func:`_multi_rows`' checks, nothing written."""
@@ -431,8 +393,13 @@ def _multi_rows(
     return -1
 
 
-@kernel_pair(_CATEGORICAL_SIG, variants=ARRAYS)
-def multi_categorical(
+# What the task loop calls, bound per sampler by specialized() (the template
+# itself is never compiled).
+_valid: Any = None
+_rows: Any = None
+
+
+def _by_task(
     x,
     kind,
     mask,
@@ -445,20 +412,48 @@ def multi_categorical(
     act,
     logp,
 ):  # pragma: no cover - compiled
-    """Sample every env's (multi-)categorical action; returns -1 or the first bad env.
+    """Sample every env's categorical action; returns -1 or the first bad env.
 
-    The arguments are :func:`categorical`'s (``offs`` with ``D + 1`` bounds,
-    ``act`` of ``N * D``). Tasks of ``CHUNK * TASK`` rows run
-    :func:`_multi_valid` (with ``prevalidate``, every task before the first
-    write) and :func:`_multi_rows`, called by symbol with the task's rows and
-    their stream (row 0 moved to the task's first row), so the parallel build
-    is a loop of calls and compiles in a fraction of the time a copy of the
-    chunk steps would take (issue 11); a call per 512 rows costs nothing
-    measurable.
+    The body of :data:`categorical` (one dimension, ``offs = [0, W]``; its
+    rows by :func:`_categorical_rows`) and :data:`multi_categorical` (the
+    general case, float arrays only; :func:`_multi_rows`): tasks of ``CHUNK
+    * TASK`` rows call the sampler's check (with ``prevalidate``, every task
+    before the first write) and its rows kernel by symbol, with the task's
+    rows and its stream (row 0 moved to the task's first row). So the
+    ``parallel=True`` build is a loop of calls and compiles in a fraction of
+    the time a copy of the chunk steps takes, and its rows run the very code
+    of the serial build; a call per 512 rows costs nothing measurable.
+
+    Parameters
+    ----------
+    x : [N, W] float32, float64 or uint16 (float16/bfloat16 bits, see ``kind``)
+        Logits of ``D = len(offs) - 1`` categorical dimensions laid side by
+        side: dimension ``d`` owns columns ``offs[d]:offs[d+1]``.
+    mask : [N, W] uint8, nonzero = allowed (ignored unless ``has_mask``).
+    offs : [D + 1] int64 segment bounds.
+    stream : the draws' stream record (:data:`fastppo.kernels.rng.STREAM`:
+        32-bit words of seed and counter, and the global index of row 0).
+    prevalidate : run a validation pass first, so that nothing is written
+        when a row is bad (the caller's ``out=`` buffers). When the outputs
+        are fresh arrays the check rides along the sampling pass instead:
+        partial outputs are then discarded by the caller.
+    proto : empty array whose dtype is the working precision (float32, or
+        float64 for float64 logits).
+    act : [N * D] int64, written ``act[i*D + d]`` (action within dimension d).
+    logp : [N] float32, sum of the dimensions' log-probabilities.
+
+    Dimension ``d`` uses uniform ``d`` of the env's stream. A bad row has a
+    NaN or +inf logit, or a dimension with no allowed finite logit.
     """
     n = x.shape[0]
     n_dim = offs.shape[0] - 1
     step = CHUNK * TASK
+    if n <= step:  # one task: the calls without the views (an N = 1 actor's step)
+        if prevalidate:
+            b = _valid(x, kind, mask, has_mask, offs, proto)
+            if b >= 0:
+                return b
+        return _rows(x, kind, mask, has_mask, offs, stream, deterministic, proto, act, logp)
     n_tasks = (n + step - 1) // step
     seed_lo, seed_hi, ctr_lo, ctr_hi, row0 = stream
     bad = np.full(n_tasks, -1, dtype=np.int64)
@@ -467,7 +462,7 @@ def multi_categorical(
             r0 = t * step
             r1 = min(n, r0 + step)
             mt = mask[r0:r1] if has_mask else mask
-            b = _multi_valid(x[r0:r1], kind, mt, has_mask, offs, proto)
+            b = _valid(x[r0:r1], kind, mt, has_mask, offs, proto)
             bad[t] = r0 + b if b >= 0 else -1
         first = first_bad(bad)
         if first >= 0:
@@ -477,7 +472,7 @@ def multi_categorical(
         r1 = min(n, r0 + step)
         mt = mask[r0:r1] if has_mask else mask
         st = (seed_lo, seed_hi, ctr_lo, ctr_hi, row0 + r0)
-        b = _multi_rows(
+        b = _rows(
             x[r0:r1], kind, mt, has_mask, offs, st, deterministic, proto,
             act[r0 * n_dim : r1 * n_dim], logp[r0:r1],
         )  # fmt: skip
@@ -485,4 +480,11 @@ def multi_categorical(
     return first_bad(bad)
 
 
+categorical = kernel_pair(_CATEGORICAL_SIG, variants=STORAGE)(
+    specialized(_by_task, "_categorical", _valid=_categorical_valid, _rows=_categorical_rows)
+)
+categorical_serial, categorical_parallel = categorical
+multi_categorical = kernel_pair(_CATEGORICAL_SIG, variants=ARRAYS)(
+    specialized(_by_task, "_multi_categorical", _valid=_multi_valid, _rows=_multi_rows)
+)
 multi_categorical_serial, multi_categorical_parallel = multi_categorical
