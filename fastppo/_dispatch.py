@@ -52,7 +52,5 @@ PARALLEL_MIN_STATS = env_int("PARALLEL_MIN_STATS", 1 << 20)
 SERIAL_MAX_THREADS = env_int("SERIAL_MAX_THREADS", 2)
 #: The MLP's GEMMs (multiply-adds of the largest product in a call: rows x the
 #: widest layer's ``n_in * n_out``): below it the BLAS runs on one thread
-#: (:mod:`fastppo._blas`). On the 2-vCPU machine two BLAS threads gained
-#: nothing on a 64x64 PPO update, 1.4-1.5x from 2**26 on an idle machine, and
-#: lost 1.7-3x at every size beside one busy process.
+#: (:mod:`fastppo._blas`, with the measurements); 0 leaves the BLAS its threads.
 BLAS_PARALLEL_MIN = env_int("BLAS_PARALLEL_MIN", 1 << 26)
