@@ -176,10 +176,16 @@ def _batch_major(a):
 @pytest.mark.parametrize("dt", DTYPES)
 # register tiles (kernels/tiles.py) cover 16 float32 or 8 float64 envs x steps:
 # whole tiles, leftover envs and steps, T a multiple of a tile, T below one;
-# V-trace's rollouts of VT_TILES_BELOW steps or more run the scalar chains
+# V-trace's rollouts of VT_TILES_BELOW steps or more run the scalar chains;
+# rows a multiple of 2 or 4 KiB apart (512 and 1024 steps) run their tiles on
+# scratch rows (kernels.gae.rows_alias), beside four chains and single envs
 @pytest.mark.parametrize(
-    "T,N", [(2, 2), (37, 5), (33, 40), (200, 9), (16, 16), (64, 50), (300, 20), (1030, 17)]
-)
+    "T,N",
+    [
+        (2, 2), (37, 5), (33, 40), (200, 9), (16, 16), (64, 50), (300, 20), (1030, 17),
+        (512, 21), (1024, 23),
+    ],
+)  # fmt: skip
 @pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])
 def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
     rng = np.random.default_rng(T * 7 + N)

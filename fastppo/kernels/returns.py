@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, linked
-from fastppo.kernels.gae import GROUP, block_rows
+from fastppo.kernels.gae import GROUP, block_rows, rows_alias, scratch_steps
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import lanes, returns_tile
 
@@ -61,41 +61,64 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
     Pass 1, forwards along each env's row (vectorised): the bootstrap a cut
-    step uses into ``ret`` (0 when terminated, else the final value) and a
-    byte per step: bit 0 the sum goes on from ``G_{t+1}`` (not terminated,
-    and not truncated with final values given), bit 1 the row is valid.
-    Pass 2, backwards, on register tiles (or, for envs left over, four envs
-    side by side): ``G_t = r_t + gamma * boot``, 0 on an invalid row -- the
-    time-major sweep's operations.
+    step uses (0 when terminated, else the final value) into ``ret`` and a
+    byte per step into scratch: bit 0 the sum goes on from ``G_{t+1}`` (not
+    terminated, and not truncated with final values given), bit 1 the row is
+    valid. Pass 2, backwards, on register tiles (or, for envs left over, four
+    envs side by side): ``G_t = r_t + gamma * boot``, 0 on an invalid row --
+    the time-major sweep's operations.
+
+    Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), a tile's
+    rewards and bootstraps go to scratch rows in pass 1, its tiles run there,
+    and a pass 3 copies the sums to ``ret``.
     """
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
-    zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
+    L = lanes(rewards)
     W = block_rows(rewards, 2**62, 2**62)
-    m = np.empty((W, T), dtype=np.uint8)
+    alias = rows_alias(rewards, 2048)
+    Tp = scratch_steps(rewards, T) if alias else T
+    m = np.empty((W, Tp), dtype=np.uint8)
+    R = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
+    B = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.empty(W, dtype=rewards.dtype)
     # byte masks, so pass 1 is uint8 arithmetic that vectorises (bool
     # selects on the flags kept it scalar: 6x slower)
     final_mask = np.uint8(0xFF if has_final else 0)
     all_valid = np.uint8(0 if has_valid else 0xFF)
-    one = np.uint8(1)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
+        if alias and k1 - k0 == L:
+            for j in range(L):
+                n = k0 + j
+                _returns_prep(
+                    terminated[n], truncated[n], final_values[n], valid[n], final_mask,
+                    all_valid, T, B[j], m[j], True, rewards[n], R[j],
+                )  # fmt: skip
+            # _returns_tiles' loop, written out: a call with the scratch's
+            # writable rows would compile a second variant per dtype
+            for j in range(L):
+                carry[j] = last_values[k0 + j]
+            for t0 in range(T - L, T % L - 1, -L):
+                returns_tile(R, B, m, 0, t0, 0, t0, gamma, carry)
+            for j in range(L):
+                _returns_chain(R[j], m[j], gamma, T % L, carry[j], B[j])
+            for j in range(L):
+                g = ret[k0 + j]
+                b = B[j]
+                for t in range(T):
+                    g[t] = b[t]
+            k0 = k1
+            continue
         for n in range(k0, k1):
-            te = terminated[n]
-            tr = truncated[n]
-            fv = final_values[n]
-            ok = valid[n]
-            g = ret[n]
-            mn = m[n - k0]
-            for t in range(T):
-                g[t] = zero if te[t] != 0 else fv[t]
-                cut = te[t] | (tr[t] & final_mask)
-                mn[t] = np.uint8(cut == 0) | (np.uint8((ok[t] | all_valid) != 0) << one)
-        if k1 - k0 >= lanes(rewards):
+            _returns_prep(
+                terminated[n], truncated[n], final_values[n], valid[n], final_mask, all_valid,
+                T, ret[n], m[n - k0], False, rewards[n], ret[n],
+            )  # fmt: skip
+        if k1 - k0 >= L:
             _returns_tiles(rewards, last_values, m, gamma, k0, k1, carry, ret)
         elif k1 - k0 == GROUP:
             _returns_chains4(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
@@ -104,6 +127,21 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 c = last_values[n]
                 _returns_chain(rewards[n], m[n - k0], gamma, T, c, ret[n])
         k0 = k1
+
+
+@inline
+def _returns_prep(te, tr, fv, ok, final_mask, all_valid, T, g, mn, copy, r, rc):  # pragma: no cover
+    """Pass 1 of :func:`returns_rows` for one env: its bootstraps into ``g``,
+    its step bytes into ``mn``, and if ``copy`` (a constant at each call) its
+    rewards ``r`` into ``rc``, in the same loop."""
+    zero = g.dtype.type(0)
+    one = np.uint8(1)
+    for t in range(T):
+        g[t] = zero if te[t] != 0 else fv[t]
+        cut = te[t] | (tr[t] & final_mask)
+        mn[t] = np.uint8(cut == 0) | (np.uint8((ok[t] | all_valid) != 0) << one)
+        if copy:
+            rc[t] = r[t]
 
 
 @inline
