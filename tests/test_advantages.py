@@ -176,7 +176,6 @@ def _batch_major(a):
 @pytest.mark.parametrize("dt", DTYPES)
 # register tiles (kernels/tiles.py) cover 16 float32 or 8 float64 envs x steps:
 # whole tiles, leftover envs and steps, T a multiple of a tile, T below one;
-# V-trace's rollouts of VT_TILES_BELOW steps or more run the scalar chains;
 # rows a multiple of 2 or 4 KiB apart (512 and 1024 steps) run their tiles on
 # scratch rows (kernels.gae.rows_alias), beside four chains and single envs
 @pytest.mark.parametrize(

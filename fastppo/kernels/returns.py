@@ -12,7 +12,7 @@ import numpy as np
 from fastppo._jit import inline, kernel, linked
 from fastppo.kernels.gae import GROUP, block_rows, rows_alias, scratch_steps
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
-from fastppo.kernels.tiles import lanes, returns_tile
+from fastppo.kernels.tiles import lanes, readonly, returns_tile
 
 
 @kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
@@ -98,14 +98,11 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                     terminated[n], truncated[n], final_values[n], valid[n], final_mask,
                     all_valid, T, B[j], m[j], True, rewards[n], R[j],
                 )  # fmt: skip
-            # _returns_tiles' loop, written out: a call with the scratch's
-            # writable rows would compile a second variant per dtype
-            for j in range(L):
-                carry[j] = last_values[k0 + j]
-            for t0 in range(T - L, T % L - 1, -L):
-                returns_tile(R, B, m, 0, t0, 0, t0, gamma, carry)
-            for j in range(L):
-                _returns_chain(R[j], m[j], gamma, T % L, carry[j], B[j])
+            # typed as the non-scratch call is (read-only rewards, int64 rows),
+            # so _returns_tiles keeps one variant per dtype
+            _returns_tiles(
+                readonly(R), last_values[k0:k1], m, gamma, np.int64(0), np.int64(L), T, carry, B
+            )
             for j in range(L):
                 g = ret[k0 + j]
                 b = B[j]
@@ -119,7 +116,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 T, ret[n], m[n - k0], False, rewards[n], ret[n],
             )  # fmt: skip
         if k1 - k0 >= L:
-            _returns_tiles(rewards, last_values, m, gamma, k0, k1, carry, ret)
+            _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret)
         elif k1 - k0 == GROUP:
             _returns_chains4(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
         else:
@@ -156,11 +153,10 @@ def _returns_chain(r, mn, gamma, t_end, c, g):  # pragma: no cover - compiled
 
 
 @linked
-def _returns_tiles(rewards, last, m, gamma, k0, k1, carry, ret):  # pragma: no cover - compiled
-    """Pass 2 of :func:`returns_rows` for envs ``k0:k1`` (whole tiles; ``m``
-    rows from 0): tiles backwards from the last step, then the first ``T % L``
-    steps one env at a time from its carry."""
-    T = ret.shape[1]
+def _returns_tiles(rewards, last, m, gamma, k0, k1, T, carry, ret):  # pragma: no cover - compiled
+    """Pass 2 of :func:`returns_rows` for envs ``k0:k1``, steps ``0:T`` (whole
+    tiles; ``m`` rows from 0): tiles backwards from the last step, then the
+    first ``T % L`` steps one env at a time from its carry."""
     L = lanes(ret)
     head = T % L
     for s in range(0, k1 - k0, L):

@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
 _FLOATS = (types.float32, types.float64)
@@ -41,6 +42,23 @@ def lanes(x: Any) -> int:
 def _lanes(x):  # unannotated: Numba requires the lambda's exact signature
     n = 512 // x.dtype.bitwidth
     return lambda x: n
+
+
+@intrinsic
+def _readonly(typingctx: Any, a: Any):
+    """``a`` typed as a read-only array (the same data; only the type changes)."""
+    if not isinstance(a, types.Array):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return impl_ret_borrowed(context, builder, sig.return_type, args[0])
+
+    return a.copy(readonly=True)(a), codegen
+
+
+#: ``readonly(a)``: a writable scratch array where a compiled helper's callers
+#: pass the caller's read-only inputs, so the helper keeps one variant per dtype
+readonly: Any = _readonly
 
 
 def _transpose(builder: Any, rows: list[Any]) -> list[Any]:

@@ -20,9 +20,9 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
-from fastppo.kernels.gae import GROUP, block_rows
+from fastppo.kernels.gae import GROUP, block_rows, rows_alias, scratch_steps
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, VT_CHUNK, validate
-from fastppo.kernels.tiles import lanes, vtrace_tile
+from fastppo.kernels.tiles import lanes, readonly, vtrace_tile
 
 
 @inline
@@ -245,13 +245,6 @@ def vtrace_kernel(  # pragma: no cover - compiled
     return OK
 
 
-# V-trace's tile step reads five tiles and writes two: with a block's rows
-# of those arrays beyond L2 (1,024 steps and more) the four side-by-side
-# chains are as fast or faster (float32, znver5: 768 steps 111 -> 67 us at 64
-# envs with tiles; 2,048 steps 229 -> 236 us, 4,096 steps 219 -> 299 us).
-VT_TILES_BELOW = 1024
-
-
 @inline
 def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
     """One step of :func:`_vt_back_row` for one env: ``(diff, vs, pg)``."""
@@ -271,7 +264,10 @@ def vtrace_rows(  # pragma: no cover - compiled
     (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
     ``last_values``); pass 2 is :func:`_vt_back_row`'s step on register
     tiles (envs in the lanes) or, for envs left over, four envs side by side
-    with the carry in a register.
+    with the carry in a register. Where the rows alias
+    (:func:`~fastppo.kernels.gae.rows_alias`), a tile's pass 2 runs on scratch
+    rows (its values copied, vs and pg written there by pass 1) and a pass 3
+    copies vs and pg out.
     """
     rewards, values, last_values, final_values, terminated, truncated, valid = ro[:7]
     behavior_logp, target_logp = ro[7], ro[8]
@@ -285,22 +281,30 @@ def vtrace_rows(  # pragma: no cover - compiled
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
     f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
-    # tiles only while a block's five pass-2 rows stay in L2 (see VT_TILES_BELOW)
-    t_tiles = T if T < VT_TILES_BELOW else 0
+    L = lanes(rewards)
     W = block_rows(rewards, 2**62, 2**62)
-    cws = np.empty((W, T), rewards.dtype)
-    pws = np.empty((W, T), rewards.dtype)
+    alias = rows_alias(rewards, 2048)
+    Tp = scratch_steps(rewards, T) if alias else T
+    cws = np.empty((W, Tp), rewards.dtype)
+    pws = np.empty((W, Tp), rewards.dtype)
+    V = np.empty((L if alias else 0, Tp), rewards.dtype)
+    S = np.empty((L if alias else 0, Tp), rewards.dtype)
+    P = np.empty((L if alias else 0, Tp), rewards.dtype)
     carry = np.empty(W, rewards.dtype)
     k0 = n0
     while k0 < n1:
-        k1 = k0 + block_rows(rewards, n1 - k0, t_tiles)
+        k1 = k0 + block_rows(rewards, n1 - k0, T)
+        # pass 2 on scratch rows: the values copied, vs and pg from pass 1
+        scratch = alias and k1 - k0 == L
         for n in range(k0, k1):
+            vs_n = S[n - k0] if scratch else vs[n]
+            pg_n = P[n - k0] if scratch else pg_adv[n]
             for part in range(2):
                 a = 0 if part == 0 else T - 1
                 b = T - 1 if part == 0 else T
                 nvr = values[n, 1:T] if part == 0 else last_values[n : n + 1]
                 cw = cws[n - k0, a:b]
-                vs_row = vs[n, a:b]
+                vs_row = vs_n[a:b]
                 ok = valid[n, a:b]
                 te = terminated[n, a:b]
                 tr = truncated[n, a:b]
@@ -309,19 +313,35 @@ def vtrace_rows(  # pragma: no cover - compiled
                     nvr, rewards[n, a:b], values[n, a:b], te, tr, final_values[n, a:b],
                     has_final, gamma, vs_row,
                 )  # fmt: skip
-                _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_adv[n, a:b])
+                _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_n[a:b])
                 _vt_weight_row(
                     te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw,
                     pws[n - k0, a:b],
                 )  # fmt: skip
-        if k1 - k0 >= lanes(rewards):
-            _vt_tiles(cws, pws, values, k0, k1, carry, vs, pg_adv)
+            if scratch:
+                _copy_row(values[n], T, V[n - k0])
+        if scratch:
+            # typed as the non-scratch call is (read-only values, int64 rows),
+            # so _vt_tiles keeps one variant per dtype
+            _vt_tiles(cws, pws, readonly(V), np.int64(0), np.int64(L), T, carry, S, P)
+            for j in range(L):
+                _copy_row(S[j], T, vs[k0 + j])
+                _copy_row(P[j], T, pg_adv[k0 + j])
+        elif k1 - k0 >= L:
+            _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg_adv)
         elif k1 - k0 == GROUP:
             _vt_chains4(cws, pws, values[k0:k1], vs[k0:k1], pg_adv[k0:k1])
         else:
             for n in range(k0, k1):
                 _vt_chain(cws[n - k0], pws[n - k0], values[n], T, zero, vs[n], pg_adv[n])
         k0 = k1
+
+
+@inline
+def _copy_row(src, T, dst):  # pragma: no cover - compiled
+    """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
+    for t in range(T):
+        dst[t] = src[t]
 
 
 @inline
@@ -334,11 +354,10 @@ def _vt_chain(cw, pw, v, t_end, x, vr, pr):  # pragma: no cover - compiled
 
 
 @subroutine
-def _vt_tiles(cws, pws, values, k0, k1, carry, vs, pg):  # pragma: no cover - compiled
-    """Pass 2 of :func:`vtrace_rows` for envs ``k0:k1`` (whole tiles; the
-    weight rows from 0): tiles backwards from the last step, then the first
-    ``T % L`` steps one env at a time from its carry."""
-    T = vs.shape[1]
+def _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg):  # pragma: no cover - compiled
+    """Pass 2 of :func:`vtrace_rows` for envs ``k0:k1``, steps ``0:T`` (whole
+    tiles; the weight rows from 0): tiles backwards from the last step, then
+    the first ``T % L`` steps one env at a time from its carry."""
     L = lanes(vs)
     head = T % L
     for s in range(0, k1 - k0, L):
