@@ -151,12 +151,12 @@ def rows_alias(x, period):  # pragma: no cover - compiled
     At 4 KiB (``T = 1024`` float32 and its multiples) a register tile's ``L``
     rows fall in one 8-way L1 set, at 2 KiB in two, so the lines one tile
     leaves for the next are evicted before it comes. Batch-major discounted
-    returns then run their tiles on scratch rows (:func:`scratch_steps` long)
-    and copy: [2048, 256] float32 751 -> 416 us (znver4, one core), [1024,
-    512] 766 -> 370, [512, 1024] 539 -> 382. GAE's tile step reads two arrays
-    where the returns' reads three; the same scratch measured 15% faster at
-    [1024, 512] but 3-4% slower at [2048, 256] and [4096, 128], so GAE reads
-    the caller's rows.
+    returns and V-trace then run their tiles on scratch rows
+    (:func:`scratch_steps` long) and copy (docs/design.md, "Rows that alias":
+    2-3x faster at [2048, 256] float32). GAE's tile step reads two arrays to
+    their three and five; the same scratch measured 15% faster at [1024,
+    512] but 3-4% slower at [2048, 256] and [4096, 128], so GAE reads the
+    caller's rows.
     """
     return x.strides[0] % period == 0
 
