@@ -246,6 +246,17 @@ def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
     return out
 
 
+def any_set_where_clear(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether some element of flag array ``a`` is nonzero where ``b`` (same
+    shape) is zero, without temporaries when both share a memory order."""
+    same = (a.flags.c_contiguous and b.flags.c_contiguous) or (
+        a.flags.f_contiguous and b.flags.f_contiguous
+    )
+    if not same:
+        return bool(((a != 0) & (b == 0)).any())
+    return bool(_kc.any_set_where_clear(a.ravel(order="K"), b.ravel(order="K")))
+
+
 def int_vector(fn: str, name: str, x: Any, lo: int, hi: int, min_size: int = 1) -> np.ndarray:
     """A 1-D int64 vector of at least ``min_size`` ints, each in ``[lo, hi]``.
 

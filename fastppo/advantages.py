@@ -164,7 +164,7 @@ class _Sweep:
         if not self.has_trunc or self.has_final or (self.has_valid and not need_final):
             return
         # Only truncations that are not also terminations bootstrap.
-        if not ((self.trunc != 0) & (self.term == 0)).any():
+        if not C.any_set_where_clear(self.trunc, self.term):
             return
         if need_final:
             C.fail(

@@ -62,3 +62,29 @@ def test_a_torch_tensor_off_the_cpu_is_refused():
         TypeError, match="f: x must be a CPU tensor or array, got a tensor on device 'meta'"
     ):
         C.as_array("f", "x", t)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (4096, 3), (2049, 4)])  # blocks of 4096
+@pytest.mark.parametrize("orders", ["CC", "FF", "CF", "strided"])
+def test_any_set_where_clear_agrees_with_numpy(shape, orders):
+    """The sweeps' ambiguous-truncation check: a compiled scan when both flag
+    arrays share a memory order, numpy otherwise; a hit in any block, at the
+    first or last element, or none."""
+    rng = np.random.default_rng(shape[0])
+    n = shape[0] * shape[1]
+    for hit in (None, 0, n - 1, n // 2):
+        b = (rng.random(shape) < 0.5).astype(np.uint8) * np.uint8(255)  # nonzero is set
+        a = b.copy()  # set only where b is: no hit
+        if hit is not None:
+            b.flat[hit] = 0
+            a.flat[hit] = 7
+        if orders == "strided":
+            a2 = np.zeros((shape[0], 2 * shape[1]), np.uint8)
+            a2[:, ::2] = a
+            a = a2[:, ::2]
+        else:
+            a = np.asarray(a, order=orders[0])
+            b = np.asarray(b, order=orders[1])
+        want = bool(((a != 0) & (b == 0)).any())
+        assert want == (hit is not None)
+        assert C.any_set_where_clear(a, b) is want
