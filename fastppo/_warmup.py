@@ -72,7 +72,7 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
     _CHUNKS: ((), 2.5),
     _CAT: ((_CHUNKS,), 21),
     _GAUSS: ((_CHUNKS,), 16),
-    "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 12),
+    "fastppo.kernels.logp": ((_CHUNKS, _GAUSS), 9),
     "fastppo.kernels.codec": ((), 4.5),
     "fastppo.kernels.checks": ((), 2),
     "fastppo.kernels.rng": ((), 1),

@@ -67,7 +67,7 @@ def categorical_logp_entropy(x, mask, has_mask, act, logp, ent):  # pragma: no c
     return -1
 
 
-@kernel("void(F_2, u1_2, b1, i8_1, F_1w, F_1w, i8)", linked=True)
+@kernel("void(F_2, u1_2, b1, i8_1, F_1w, F_1w, i8)")
 def _cat_task(x, mask, has_mask, act, logp, ent, t):  # pragma: no cover - compiled
     """Chunks ``[t * TASK, (t + 1) * TASK)`` of :func:`categorical_logp_entropy`.
 
