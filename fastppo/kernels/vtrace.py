@@ -291,6 +291,7 @@ def vtrace_rows(  # pragma: no cover - compiled
     S = np.empty((L if alias else 0, Tp), rewards.dtype)
     P = np.empty((L if alias else 0, Tp), rewards.dtype)
     carry = np.empty(W, rewards.dtype)
+    nv = np.empty(Tp, rewards.dtype)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
@@ -299,25 +300,23 @@ def vtrace_rows(  # pragma: no cover - compiled
         for n in range(k0, k1):
             vs_n = S[n - k0] if scratch else vs[n]
             pg_n = P[n - k0] if scratch else pg_adv[n]
-            for part in range(2):
-                a = 0 if part == 0 else T - 1
-                b = T - 1 if part == 0 else T
-                nvr = values[n, 1:T] if part == 0 else last_values[n : n + 1]
-                cw = cws[n - k0, a:b]
-                vs_row = vs_n[a:b]
-                ok = valid[n, a:b]
-                te = terminated[n, a:b]
-                tr = truncated[n, a:b]
-                _vt_rho_row(target_logp[n, a:b], behavior_logp[n, a:b], f32, cw)
-                _vt_td_row(
-                    nvr, rewards[n, a:b], values[n, a:b], te, tr, final_values[n, a:b],
-                    has_final, gamma, vs_row,
-                )  # fmt: skip
-                _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_row, pg_n[a:b])
-                _vt_weight_row(
-                    te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw,
-                    pws[n - k0, a:b],
-                )  # fmt: skip
+            # the bootstraps V_{t+1} in one row (last_values at T - 1), so each
+            # row function runs once per env (as two calls, the last step's
+            # alone: [128, 4096] 1.8 ms against 1.35, [32, 16384] 4.2 against 2.2)
+            _copy_row(values[n, 1:T], T - 1, nv)
+            nv[T - 1] = last_values[n]
+            cw = cws[n - k0, :T]
+            ok = valid[n]
+            te = terminated[n]
+            tr = truncated[n]
+            _vt_rho_row(target_logp[n], behavior_logp[n], f32, cw)
+            _vt_td_row(
+                nv[:T], rewards[n], values[n], te, tr, final_values[n], has_final, gamma, vs_n[:T]
+            )
+            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_n[:T], pg_n[:T])
+            _vt_weight_row(
+                te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[n - k0, :T]
+            )
             if scratch:
                 _copy_row(values[n], T, V[n - k0])
         if scratch:
