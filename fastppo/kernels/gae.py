@@ -150,13 +150,13 @@ def rows_alias(x, period):  # pragma: no cover - compiled
 
     At 4 KiB (``T = 1024`` float32 and its multiples) a register tile's ``L``
     rows fall in one 8-way L1 set, at 2 KiB in two, so the lines one tile
-    leaves for the next are evicted before it comes. Batch-major discounted
-    returns and V-trace then run their tiles on scratch rows
-    (:func:`scratch_steps` long) and copy (docs/design.md, "Rows that alias":
-    2-3x faster at [2048, 256] float32). GAE's tile step reads two arrays to
-    their three and five; the same scratch measured 15% faster at [1024,
-    512] but 3-4% slower at [2048, 256] and [4096, 128], so GAE reads the
-    caller's rows.
+    leaves for the next are evicted before it comes, and how badly depends
+    on where the caller's arrays lie. The batch-major sweeps then run their
+    tiles on scratch rows (:func:`scratch_steps` long) and copy
+    (docs/design.md, "Rows that alias"). Discounted returns and V-trace, whose
+    tiles read three and five arrays, do so from 2 KiB; GAE, whose tiles
+    read two, from 4 KiB (at 2 KiB its scratch cost 3% more than it saved,
+    median of eight placements).
     """
     return x.strides[0] % period == 0
 
@@ -179,44 +179,39 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
     delta`` and the trace factor ``g_t`` (0 where the trace is cut, else
     ``gamma * lambda``) into scratch. Pass 2, backwards, ``A_t = adv_t + g_t
     A_{t+1}`` with the carry in a register; pass 3 ``ret = A + V`` along the
-    row: the time-major sweep's operations, so the same bits.
+    row: the time-major sweep's operations, so the same bits. Where the rows
+    alias (:func:`rows_alias`), a tile's deltas go to scratch rows instead of
+    ``adv``, its tiles run there, and pass 3 writes ``adv`` as well.
     """
-    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    rewards, values = ro[0], ro[1]
     T = rewards.shape[1]
-    zero = rewards.dtype.type(0)
-    has_final = (options & HAS_FINAL) != 0
-    has_valid = (options & HAS_VALID) != 0
+    L = lanes(rewards)
     W = block_rows(rewards, 2**62, 2**62)
-    g = np.empty((W, T), dtype=rewards.dtype)
+    alias = rows_alias(rewards, 4096)
+    # padded scratch rows only where the caller's alias: beside them, the
+    # trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
+    Tp = scratch_steps(rewards, T) if alias else T
+    g = np.empty((W, Tp), dtype=rewards.dtype)
+    D = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.zeros(W, dtype=rewards.dtype)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
+        if alias and k1 - k0 == L:
+            # the tiles run on scratch rows, then pass 3 writes adv and ret
+            for j in range(L):
+                n = k0 + j
+                _gae_prep(ro, options, gamma, gamma_lambda, n, T, D[j], g[j])
+            _gae_tiles(D, g, np.int64(0), np.int64(L), T, carry)  # int64 rows: one variant
+            for j in range(L):
+                n = k0 + j
+                _gae_out(D[j], values[n], T, True, adv[n], ret[n])
+            k0 = k1
+            continue
         for n in range(k0, k1):
-            r = rewards[n]
-            v = values[n]
-            te = terminated[n]
-            tr = truncated[n]
-            fv = final_values[n]
-            ok = valid[n]
-            a = adv[n]
-            gn = g[n - k0]
-            for t in range(T - 1):
-                d = _delta(
-                    r[t], v[t + 1], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid,
-                    zero,
-                )  # fmt: skip
-                a[t] = d
-                stop = (te[t] | tr[t]) | ((ok[t] == 0) & has_valid)
-                gn[t] = zero if stop != 0 else gamma_lambda
-            t = T - 1
-            d = _delta(
-                r[t], last_values[n], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final,
-                has_valid, zero,
-            )  # fmt: skip
-            a[t] = d
-        if k1 - k0 >= lanes(rewards):
-            _gae_tiles(adv, g, k0, k1, carry)
+            _gae_prep(ro, options, gamma, gamma_lambda, n, T, adv[n], g[n - k0])
+        if k1 - k0 >= L:
+            _gae_tiles(adv, g, k0, k1, T, carry)
         elif k1 - k0 == GROUP:
             _chains4(g, adv[k0:k1])
         else:
@@ -228,21 +223,54 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
                     c = a[t] + gn[t] * c
                     a[t] = c
         for n in range(k0, k1):
-            a = adv[n]
-            v = values[n]
-            rt = ret[n]
-            for t in range(T):
-                rt[t] = a[t] + v[t]
+            _gae_out(adv[n], values[n], T, False, adv[n], ret[n])
         k0 = k1
 
 
+@inline
+def _gae_prep(ro, options, gamma, gamma_lambda, n, T, a, gn):  # pragma: no cover - compiled
+    """Pass 1 of :func:`gae_rows` for env ``n``: ``delta`` into ``a``, the trace
+    factor into ``gn``."""
+    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    r = rewards[n]
+    v = values[n]
+    te = terminated[n]
+    tr = truncated[n]
+    fv = final_values[n]
+    ok = valid[n]
+    for t in range(T - 1):
+        d = _delta(
+            r[t], v[t + 1], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid, zero
+        )
+        a[t] = d
+        stop = (te[t] | tr[t]) | ((ok[t] == 0) & has_valid)
+        gn[t] = zero if stop != 0 else gamma_lambda
+    t = T - 1
+    a[t] = _delta(
+        r[t], last_values[n], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid, zero
+    )
+
+
+@inline
+def _gae_out(a, v, T, copy, adv, ret):  # pragma: no cover - compiled
+    """Pass 3 of :func:`gae_rows` for one env: ``ret = A + V``, and if ``copy``
+    (a constant at each call) ``adv = A`` from scratch, in the same loop."""
+    for t in range(T):
+        x = a[t]
+        ret[t] = x + v[t]
+        if copy:
+            adv[t] = x
+
+
 @subroutine
-def _gae_tiles(adv, g, k0, k1, carry):  # pragma: no cover - compiled
-    """Pass 2 of :func:`gae_rows` for envs ``k0:k1`` (whole tiles; ``g`` rows
-    from 0): tiles backwards from the last step, then the first ``T % L``
-    steps one env at a time from its carry (``carry[s:s + L]`` for tile row
-    ``s``)."""
-    T = adv.shape[1]
+def _gae_tiles(adv, g, k0, k1, T, carry):  # pragma: no cover - compiled
+    """Pass 2 of :func:`gae_rows` for envs ``k0:k1``, steps ``0:T`` (whole
+    tiles; ``g`` rows from 0): tiles backwards from the last step, then the
+    first ``T % L`` steps one env at a time from its carry (``carry[s:s + L]``
+    for tile row ``s``)."""
     L = lanes(adv)
     head = T % L
     for s in range(0, k1 - k0, L):
