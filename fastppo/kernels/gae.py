@@ -171,6 +171,13 @@ def scratch_steps(x, T):  # pragma: no cover - compiled
     return (((T + L - 1) // L) | 1) * L
 
 
+@inline
+def copy_row(src, T, dst):  # pragma: no cover - compiled
+    """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
+    for t in range(T):
+        dst[t] = src[t]
+
+
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
 def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, linked
-from fastppo.kernels.gae import GROUP, block_rows, rows_alias, scratch_steps
+from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import lanes, readonly, returns_tile
 
@@ -104,10 +104,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 readonly(R), last_values[k0:k1], m, gamma, np.int64(0), np.int64(L), T, carry, B
             )
             for j in range(L):
-                g = ret[k0 + j]
-                b = B[j]
-                for t in range(T):
-                    g[t] = b[t]
+                copy_row(B[j], T, ret[k0 + j])
             k0 = k1
             continue
         for n in range(k0, k1):

@@ -8,7 +8,7 @@ behavior_logp)`` is computed in float32 with
 ``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`.
 Batch-major ``[N, T]`` rollouts have their own sweep,
 :func:`vtrace_batch_major_kernel`: the same row functions run along each
-env's contiguous row, then four envs' backward recurrences side by side (see
+env's contiguous row, then the backward recurrence on register tiles (see
 :mod:`fastppo.kernels.gae`); the same bits as the time-major sweep.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
-from fastppo.kernels.gae import GROUP, block_rows, rows_alias, scratch_steps
+from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
 from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, VT_CHUNK, validate
 from fastppo.kernels.tiles import lanes, readonly, vtrace_tile
 
@@ -303,7 +303,7 @@ def vtrace_rows(  # pragma: no cover - compiled
             # the bootstraps V_{t+1} in one row (last_values at T - 1), so each
             # row function runs once per env (as two calls, the last step's
             # alone: [128, 4096] 1.8 ms against 1.35, [32, 16384] 4.2 against 2.2)
-            _copy_row(values[n, 1:T], T - 1, nv)
+            copy_row(values[n, 1:T], T - 1, nv)
             nv[T - 1] = last_values[n]
             cw = cws[n - k0, :T]
             ok = valid[n]
@@ -318,14 +318,14 @@ def vtrace_rows(  # pragma: no cover - compiled
                 te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[n - k0, :T]
             )
             if scratch:
-                _copy_row(values[n], T, V[n - k0])
+                copy_row(values[n], T, V[n - k0])
         if scratch:
             # typed as the non-scratch call is (read-only values, int64 rows),
             # so _vt_tiles keeps one variant per dtype
             _vt_tiles(cws, pws, readonly(V), np.int64(0), np.int64(L), T, carry, S, P)
             for j in range(L):
-                _copy_row(S[j], T, vs[k0 + j])
-                _copy_row(P[j], T, pg_adv[k0 + j])
+                copy_row(S[j], T, vs[k0 + j])
+                copy_row(P[j], T, pg_adv[k0 + j])
         elif k1 - k0 >= L:
             _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg_adv)
         elif k1 - k0 == GROUP:
@@ -334,13 +334,6 @@ def vtrace_rows(  # pragma: no cover - compiled
             for n in range(k0, k1):
                 _vt_chain(cws[n - k0], pws[n - k0], values[n], T, zero, vs[n], pg_adv[n])
         k0 = k1
-
-
-@inline
-def _copy_row(src, T, dst):  # pragma: no cover - compiled
-    """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
-    for t in range(T):
-        dst[t] = src[t]
 
 
 @inline
