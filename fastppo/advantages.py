@@ -233,6 +233,10 @@ class _Sweep:
             | (K.HAS_VALID if self.has_valid else 0)
         )
 
+    def kernel_options(self, batch_major: bool) -> int:
+        """:attr:`options` for a whole-call kernel, with its layout bit."""
+        return self.options | (K.BATCH_MAJOR if batch_major else 0)
+
     def raise_status(self, fn: str, code: int, arrays: dict[str, np.ndarray]) -> None:
         """Turn a kernel's status code into the house ValueError (slow path)."""
         if code == K.OK:
@@ -449,9 +453,10 @@ def _gae_general(
     )
     k_adv, k_ret = _as_2d_out(adv, bm), _as_2d_out(ret, bm)
     if s.fast(_fast.gae, (s.r, v2), (g, lam), (k_adv, k_ret)) is None:
-        kern = _kg.gae_batch_major_kernel if bm else _kg.gae_kernel
         ka, kr = _kernel_views(bm, k_adv, k_ret)
-        code = kern(s.rollout(bm, v2), s.options, g, g * lam, s.r.shape[1], ka, kr)
+        code = _kg.gae_kernel(
+            s.rollout(bm, v2), s.kernel_options(bm), g, g * lam, s.r.shape[1], ka, kr
+        )
         s.raise_status(
             fn, code, {"rewards": s.r, "values": v2, "last_values": s.last, "final_values": s.fv}
         )
@@ -561,10 +566,11 @@ def vtrace(
     vs, pg = s.outputs(fn, out, ("vs", "pg_advantages"), arrays, order="F" if bm else "C")
     k_vs, k_pg = _as_2d_out(vs, bm), _as_2d_out(pg, bm)
     if s.fast(_fast.vtrace, (blp, tlp, s.r, v2), (g, lam_, rb, cb, pb), (k_vs, k_pg)) is None:
-        kern = _kv.vtrace_batch_major_kernel if bm else _kv.vtrace_kernel
         kv, kp = _kernel_views(bm, k_vs, k_pg)
         ro = s.rollout(bm, v2, blp, tlp)
-        code = kern(ro, s.options, g, lam_, rb, cb, pb, s.r.shape[1], kv, kp)
+        code = _kv.vtrace_kernel(
+            ro, s.kernel_options(bm), g, lam_, rb, cb, pb, s.r.shape[1], kv, kp
+        )
         s.raise_status(fn, code, {**arrays, "final_values": s.fv})
     _copy_back(vs, k_vs)
     _copy_back(pg, k_pg)
@@ -614,9 +620,10 @@ def discounted_returns(
     )
     k_ret = _as_2d_out(ret, bm)
     if s.fast(_fast.discounted_returns, (s.r,), (g,), k_ret) is None:
-        kern = _kr.discounted_returns_batch_major_kernel if bm else _kr.discounted_returns_kernel
         (kr,) = _kernel_views(bm, k_ret)
-        code = kern(s.rollout(bm), s.options, g, s.r.shape[1], kr)
+        code = _kr.discounted_returns_kernel(
+            s.rollout(bm), s.kernel_options(bm), g, s.r.shape[1], kr
+        )
         s.raise_status(fn, code, {"rewards": s.r, "last_values": s.last, "final_values": s.fv})
     _copy_back(ret, k_ret)
     return ret

@@ -114,8 +114,6 @@ def _gae(r, v, lv, te, tr, fv, ok, options, gamma, gl, T, N, lo, hi, adv, ret): 
         else:
             gae.gae_block(ro, options, g, g_l, lo, hi, a, b)
         return 0
-    if bm:
-        return gae.gae_batch_major_kernel(ro, options, gamma, gl, N, a, b)
     return gae.gae_kernel(ro, options, gamma, gl, N, a, b)
 
 
@@ -135,8 +133,6 @@ def _vtrace(  # pragma: no cover - compiled
         else:
             vtrace.vtrace_block(ro, options, g, lam, rb, cb, pb, lo, hi, vs_, pg_)
         return 0
-    if bm:
-        return vtrace.vtrace_batch_major_kernel(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
     return vtrace.vtrace_kernel(ro, options, gamma, lam, rb, cb, pb, N, vs_, pg_)
 
 
@@ -154,8 +150,6 @@ def _returns(r, lv, te, tr, fv, ok, options, gamma, T, N, lo, hi, ret):  # pragm
         else:
             returns.returns_block(ro, options, g, lo, hi, out)
         return 0
-    if bm:
-        return returns.discounted_returns_batch_major_kernel(ro, options, gamma, N, out)
     return returns.discounted_returns_kernel(ro, options, gamma, N, out)
 
 

@@ -11,7 +11,7 @@ rounded differently). Layout, options and validation:
 
 Batch-major rollouts (``[N, T]`` C-contiguous, as torchrl and tianshou store
 them; the public layer receives them as their ``[T, N]`` transposes) have
-their own sweep, :func:`gae_batch_major_kernel`: per env the deltas are one
+their own sweep, :func:`gae_rows` (``BATCH_MAJOR`` in the options): per env the deltas are one
 forward pass along its contiguous row, and the backward recurrence runs on
 register tiles of envs x steps (:mod:`fastppo.kernels.tiles`), or for the
 envs left over, a few envs side by side (independent dependency chains).
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
-from fastppo.kernels.sweep import CHUNK, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
+from fastppo.kernels.sweep import BATCH_MAJOR, CHUNK, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import gae_tile, lanes
 
 
@@ -104,21 +104,27 @@ def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: 
 
     Pass 1 (forwards over a chunk) writes ``adv = delta``; pass 2 (backwards)
     adds ``gamma*lambda*A_{t+1}`` where the trace continues; pass 3
-    (forwards) writes ``ret = A + V``. Returns a status code.
+    (forwards) writes ``ret = A + V``. With ``BATCH_MAJOR`` in ``options`` the
+    arrays are ``[N, T]`` and :func:`gae_rows` sweeps each block. Returns a
+    status code.
     """
     rewards = ro[0]
-    N = rewards.shape[1]
+    bm = (options & BATCH_MAJOR) != 0
+    N = rewards.shape[0] if bm else rewards.shape[1]
     gamma = rewards.dtype.type(gamma_)
     gamma_lambda = rewards.dtype.type(gamma_lambda_)
     nblocks = (N + block - 1) // block
     # Validate everything before the first write: a bad input leaves the
-    # outputs untouched.
+    # outputs untouched. (The pass checks every element, whatever the layout.)
     code = validate(ro, True, False, options, nblocks)
     if code != OK:
         return code
     for b in range(nblocks):
-        n0 = b * block
-        gae_block(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
+        n0, n1 = b * block, min(N, b * block + block)
+        if bm:
+            gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret)
+        else:
+            gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret)
     return OK
 
 
@@ -309,26 +315,3 @@ def _chains4(g, adv):  # pragma: no cover - compiled
         a1[t] = c1
         a2[t] = c2
         a3[t] = c3
-
-
-@kernel(f"i8({ROLLOUT}, i8, f8, f8, i8, F_2w, F_2w)")
-def gae_batch_major_kernel(
-    ro, options, gamma_, gamma_lambda_, block, adv, ret
-):  # pragma: no cover - compiled
-    """:func:`gae_kernel` on batch-major ``[N, T]`` arrays; ``block`` envs per task.
-
-    The validation pass is the time-major one: it checks every element,
-    whatever the layout (its "rows" are envs here).
-    """
-    rewards = ro[0]
-    N = rewards.shape[0]
-    gamma = rewards.dtype.type(gamma_)
-    gamma_lambda = rewards.dtype.type(gamma_lambda_)
-    nblocks = (N + block - 1) // block
-    code = validate(ro, True, False, options, nblocks)
-    if code != OK:
-        return code
-    for b in range(nblocks):
-        n0 = b * block
-        gae_rows(ro, options, gamma, gamma_lambda, n0, min(N, n0 + block), adv, ret)
-    return OK

@@ -1,7 +1,7 @@
 """Discounted returns: the sweep, backwards in time (``G_t = r_t + gamma G_{t+1}``).
 
 Layout, options and validation: :mod:`fastppo.kernels.sweep`. Batch-major
-``[N, T]`` rollouts have their own sweep, :func:`discounted_returns_batch_major_kernel`
+``[N, T]`` rollouts have their own sweep, :func:`returns_rows`
 (the same bits; see :mod:`fastppo.kernels.gae` for the layout's rationale).
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, linked
 from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
-from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
+from fastppo.kernels.sweep import BATCH_MAJOR, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
 from fastppo.kernels.tiles import lanes, readonly, returns_tile
 
 
@@ -43,16 +43,22 @@ def returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compil
 def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no cover - compiled
     """``G_t = r_t + gamma * next_t``: ``next_t`` is 0 when terminated, the final
     obs' value when truncated, else ``G_{t+1}`` (``last_values`` at ``t = T-1``).
-    Invalid rows get ``G = 0`` and cut the sum. Returns a status code."""
-    N = ro[0].shape[1]
+    Invalid rows get ``G = 0`` and cut the sum. With ``BATCH_MAJOR`` in
+    ``options`` the arrays are ``[N, T]`` and :func:`returns_rows` sweeps each
+    block. Returns a status code."""
+    bm = (options & BATCH_MAJOR) != 0
+    N = ro[0].shape[0] if bm else ro[0].shape[1]
     gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
     code = validate(ro, False, False, options, nblocks)
     if code != OK:
         return code
     for b in range(nblocks):
-        n0 = b * block
-        returns_block(ro, options, gamma, n0, min(N, n0 + block), ret)
+        n0, n1 = b * block, min(N, b * block + block)
+        if bm:
+            returns_rows(ro, options, gamma, n0, n1, ret)
+        else:
+            returns_block(ro, options, gamma, n0, n1, ret)
     return OK
 
 
@@ -189,20 +195,3 @@ def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compil
         g1[t] = c1
         g2[t] = c2
         g3[t] = c3
-
-
-@kernel(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")
-def discounted_returns_batch_major_kernel(
-    ro, options, gamma_, block, ret
-):  # pragma: no cover - compiled
-    """:func:`discounted_returns_kernel` on batch-major ``[N, T]`` arrays."""
-    N = ro[0].shape[0]
-    gamma = ro[0].dtype.type(gamma_)
-    nblocks = (N + block - 1) // block
-    code = validate(ro, False, False, options, nblocks)
-    if code != OK:
-        return code
-    for b in range(nblocks):
-        n0 = b * block
-        returns_rows(ro, options, gamma, n0, min(N, n0 + block), ret)
-    return OK

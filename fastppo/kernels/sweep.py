@@ -2,13 +2,14 @@
 option bits, status codes and the validation pass.
 
 Layout: arrays are ``[T, N]`` C-contiguous views (1-D inputs arrive as
-``[T, 1]``); each estimator also has a batch-major sweep over ``[N, T]``
-arrays (``*_batch_major_kernel``), which shares this validation pass (it
-checks every element, whatever the layout). The backward sweep over ``t`` is
-sequential; envs are independent, so a sweep runs over blocks of envs (a
-large call runs one block per thread, from ``fastppo._cy._fast``) and the
-inner loop runs over the envs of one block -- contiguous in memory, so LLVM
-vectorises it and the sweep streams at memory bandwidth.
+``[T, 1]``); each estimator also sweeps batch-major ``[N, T]`` arrays (the
+``BATCH_MAJOR`` option bit; ``gae_rows``, ``vtrace_rows``, ``returns_rows``)
+through this validation pass (it checks every element, whatever the
+layout). The backward sweep over ``t`` is sequential; envs are independent,
+so a sweep runs over blocks of envs (a large call runs one block per
+thread, from ``fastppo._cy._fast``) and the inner loop runs over the envs of
+one block -- contiguous in memory, so LLVM vectorises it and the sweep
+streams at memory bandwidth.
 
 Time chunks: streaming memory backwards is ~3x slower than forwards here, so
 GAE and V-trace read each chunk of rows forwards (the carry-free part of the
@@ -56,8 +57,9 @@ BAD_TARGET_LOGP = 6
 HAS_TRUNC = 1
 HAS_FINAL = 2
 HAS_VALID = 4
-# Not read by the kernels: tells a C entry (``kernels.cabi``) that its arrays
-# are batch-major ``[N, T]`` rows, for the ``*_batch_major_kernel`` sweeps.
+# The arrays are batch-major ``[N, T]`` rows: the whole-call kernels then sweep
+# each block with their ``*_rows`` function (and a C entry, ``kernels.cabi``,
+# views its arrays that way).
 BATCH_MAJOR = 8
 # Not read by the kernels either: the steps of a sweep that the fast path
 # (``fastppo._cy._fast``) runs on threads, one C entry call each.

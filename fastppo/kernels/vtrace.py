@@ -7,7 +7,7 @@ behavior_logp)`` is computed in float32 with
 1.2e-7) when both log-probs and the values are float32, else with float64
 ``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`.
 Batch-major ``[N, T]`` rollouts have their own sweep,
-:func:`vtrace_batch_major_kernel`: the same row functions run along each
+:func:`vtrace_rows` (``BATCH_MAJOR`` in the options): the same row functions run along each
 env's contiguous row, then the backward recurrence on register tiles (see
 :mod:`fastppo.kernels.gae`); the same bits as the time-major sweep.
 """
@@ -21,7 +21,15 @@ import numpy as np
 from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
-from fastppo.kernels.sweep import HAS_FINAL, HAS_VALID, OK, ROLLOUT, VT_CHUNK, validate
+from fastppo.kernels.sweep import (
+    BATCH_MAJOR,
+    HAS_FINAL,
+    HAS_VALID,
+    OK,
+    ROLLOUT,
+    VT_CHUNK,
+    validate,
+)
 from fastppo.kernels.tiles import lanes, readonly, vtrace_tile
 
 
@@ -231,9 +239,12 @@ def vtrace_kernel(  # pragma: no cover - compiled
     ``nvs_t = vs_{t+1}`` inside an episode and the bootstrap at a boundary.
 
     Swept in time chunks (see ``vtrace_block``); the exp dominates, so the
-    sweep is compute-bound on few cores. Returns a status code.
+    sweep is compute-bound on few cores. With ``BATCH_MAJOR`` in ``options``
+    the arrays are ``[N, T]`` and :func:`vtrace_rows` sweeps each block.
+    Returns a status code.
     """
-    N = ro[0].shape[1]
+    bm = (options & BATCH_MAJOR) != 0
+    N = ro[0].shape[0] if bm else ro[0].shape[1]
     gamma = ro[0].dtype.type(gamma_)
     nblocks = (N + block - 1) // block
     code = validate(ro, True, True, options, nblocks)
@@ -241,7 +252,10 @@ def vtrace_kernel(  # pragma: no cover - compiled
         return code
     for b in range(nblocks):
         n0, n1 = b * block, min(N, b * block + block)
-        vtrace_block(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
+        if bm:
+            vtrace_rows(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
+        else:
+            vtrace_block(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
     return OK
 
 
@@ -378,20 +392,3 @@ def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
         x1, s1[t], g1[t] = _vt_back(x1, c1[t], p1[t], s1[t], g1[t], v1[t], zero)
         x2, s2[t], g2[t] = _vt_back(x2, c2[t], p2[t], s2[t], g2[t], v2[t], zero)
         x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
-
-
-@kernel(f"i8({ROLLOUT}, i8, f8, f8, f8, f8, f8, i8, F_2w, F_2w)")
-def vtrace_batch_major_kernel(  # pragma: no cover - compiled
-    ro, options, gamma_, lam, rho_bar, c_bar, pg_rho_bar, block, vs, pg_adv
-):
-    """:func:`vtrace_kernel` on batch-major ``[N, T]`` arrays."""
-    N = ro[0].shape[0]
-    gamma = ro[0].dtype.type(gamma_)
-    nblocks = (N + block - 1) // block
-    code = validate(ro, True, True, options, nblocks)
-    if code != OK:
-        return code
-    for b in range(nblocks):
-        n0, n1 = b * block, min(N, b * block + block)
-        vtrace_rows(ro, options, gamma, lam, rho_bar, c_bar, pg_rho_bar, n0, n1, vs, pg_adv)
-    return OK
