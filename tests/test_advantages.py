@@ -331,6 +331,45 @@ def test_a_forked_child_runs_serially_instead_of_hanging() -> None:
     assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
 
 
+_NRT_SCRIPT = """
+import numpy as np
+from numba.core.runtime import rtsys
+import fastppo
+def bm(a):
+    return np.ascontiguousarray(a.T).T
+rng = np.random.default_rng(0)
+for T, N in ((1024, 21), (100, 21)):  # the scratch path and the caller's rows
+    r = rng.standard_normal((T, N)).astype(np.float32)
+    te = rng.random((T, N)) < 0.01
+    lv = r[0].copy()
+    def calls():
+        fastppo.gae(bm(r), bm(r), lv, bm(te))
+        fastppo.vtrace(bm(r), bm(r), bm(r), bm(r), lv, bm(te))
+        fastppo.discounted_returns(bm(r), lv, bm(te))
+    calls()
+    s0 = rtsys.get_allocation_stats()
+    for _ in range(5):
+        calls()
+    s1 = rtsys.get_allocation_stats()
+    assert s1.alloc - s0.alloc > 0, "no scratch allocated: the stats are off"
+    live = (s1.alloc - s1.free) - (s0.alloc - s0.free)
+    live_mi = (s1.mi_alloc - s1.mi_free) - (s0.mi_alloc - s0.mi_free)
+    print(live, live_mi)
+"""
+
+
+def test_batch_major_scratch_is_freed():
+    """The batch-major sweeps' scratch (and ``kernels.tiles.readonly``'s retyped
+    views of it) is released: Numba's allocation counters balance over calls."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, NUMBA_NRT_STATS="1", PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", _NRT_SCRIPT],
+        env=env, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert out.stdout.split() == ["0", "0", "0", "0"], out.stdout + out.stderr
+
+
 # ---------------------------------------------------------------- identities
 
 
