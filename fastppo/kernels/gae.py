@@ -11,10 +11,11 @@ rounded differently). Layout, options and validation:
 
 Batch-major rollouts (``[N, T]`` C-contiguous, as torchrl and tianshou store
 them; the public layer receives them as their ``[T, N]`` transposes) have
-their own sweep, :func:`gae_rows` (``BATCH_MAJOR`` in the options): per env the deltas are one
-forward pass along its contiguous row, and the backward recurrence runs on
-register tiles of envs x steps (:mod:`fastppo.kernels.tiles`), or for the
-envs left over, a few envs side by side (independent dependency chains).
+their own sweep, :func:`gae_rows` (``BATCH_MAJOR`` in the options): per env
+the deltas are one forward pass along its contiguous row, and the backward
+recurrence runs on register tiles of envs x steps
+(:mod:`fastppo.kernels.tiles`), or for the envs left over, a few envs side by
+side (independent dependency chains).
 Same arithmetic in the same order per element, so the same bits as the
 time-major sweep.
 """
@@ -201,8 +202,8 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
     L = lanes(rewards)
     W = block_rows(rewards, 2**62, 2**62)
     alias = rows_alias(rewards, 4096)
-    # padded scratch rows only where the caller's alias: beside them, the
-    # trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
+    # padded scratch rows only where the caller's rows alias: beside them,
+    # the trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
     Tp = scratch_steps(rewards, T) if alias else T
     g = np.empty((W, Tp), dtype=rewards.dtype)
     D = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
