@@ -1,4 +1,4 @@
-"""A batch-major sweep timed over several placements of its arrays.
+"""A sweep timed over several placements of its arrays (batch-major, or time-major).
 
 One process is one placement: numpy's large arrays all start 16 bytes past a
 page, so whether rows of different arrays share L1 sets depends on where
@@ -45,9 +45,12 @@ def _call(
     return lambda: fastppo.discounted_returns(r, lv, te, out=a1)
 
 
-def placements(sweep: str, T: int, N: int, count: int, seed: int = 1) -> list[float]:
+def placements(
+    sweep: str, T: int, N: int, count: int, seed: int = 1, time_major: bool = False
+) -> list[float]:
     """``count`` timings of the float32 batch-major ``sweep`` ("gae", "vtrace"
-    or "returns") on ``[N, T]`` rows, each with the arrays placed anew."""
+    or "returns") on ``[N, T]`` rows (or time-major ``[T, N]`` ones), each
+    with the arrays placed anew."""
     rng = np.random.default_rng(0)
     prng = np.random.default_rng(seed)
     slot = 4 * T * N + 2 * 4096  # one float32 array and room to shift it
@@ -55,7 +58,8 @@ def placements(sweep: str, T: int, N: int, count: int, seed: int = 1) -> list[fl
 
     def carve(off: int, dt: Any) -> np.ndarray:
         nb = T * N * np.dtype(dt).itemsize
-        return pool[off : off + nb].view(dt).reshape(N, T).T  # [T, N], Fortran-ordered
+        a = pool[off : off + nb].view(dt)
+        return a.reshape(T, N) if time_major else a.reshape(N, T).T  # [T, N]: C or Fortran
 
     out = []
     for _ in range(count):
@@ -78,10 +82,12 @@ def main() -> None:
     p.add_argument("--T", type=int, default=2048)
     p.add_argument("--N", type=int, default=256)
     p.add_argument("--count", type=int, default=8, help="placements")
+    p.add_argument("--time-major", action="store_true", help="[T, N] C-contiguous arrays")
     a = p.parse_args()
-    ts = np.array(placements(a.sweep, a.T, a.N, a.count))
+    ts = np.array(placements(a.sweep, a.T, a.N, a.count, time_major=a.time_major))
+    layout = "time-major" if a.time_major else "batch-major"
     print(
-        f"{a.sweep} batch-major [{a.T}x{a.N}] float32 over {a.count} placements: "
+        f"{a.sweep} {layout} [{a.T}x{a.N}] float32 over {a.count} placements: "
         f"median {np.median(ts):.0f} us, best {ts.min():.0f}, worst {ts.max():.0f}"
     )
 

@@ -240,6 +240,56 @@ def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
     assert res_g is out_g
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+# time-major rows of few envs (under 128 bytes) are swept as one flat run
+# (kernels.sweep.few_envs); T = 3000 spans several of its chunks at N = 1, 2
+@pytest.mark.parametrize("T", [1, 2, 37, 3000])
+@pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])
+def test_sweeps_of_few_envs_equal_the_same_envs_of_a_wide_rollout(mode, dt, T, variant):
+    """Envs are independent: each env of a narrow rollout gets the bits it gets
+    as a column of a 64-env one (whose rows run the row sweeps)."""
+    rng = np.random.default_rng(T)
+    r, v, lv, te, tr, fv = make(rng, T, 64, dt)
+    blp = (rng.standard_normal((T, 64)) * 0.5).astype(dt)
+    tlp = (rng.standard_normal((T, 64)) * 0.5).astype(dt)
+    r[0, 0] = -0.0
+    kw: dict = {"truncated": tr, "final_values": fv}
+    if "valid" in variant:
+        kw["valid"] = fastppo.next_step_valid(te, tr, prev_done=rng.random(64) < 0.3)
+    if variant == "valid":
+        del kw["final_values"]
+    if variant == "plain":
+        kw = {}
+    vkw = dict(gamma=0.97, lam=0.9, rho_bar=1.3, c_bar=0.9, pg_rho_bar=2.0)
+    rkw = {**kw, "truncated": tr, "final_values": fv}
+    wide = (
+        fastppo.gae(r, v, lv, te, gamma=0.97, gae_lambda=0.9, **kw),
+        fastppo.vtrace(blp, tlp, r, v, lv, te, **kw, **vkw),
+        (fastppo.discounted_returns(r, lv, te, gamma=0.97, **rkw),),
+    )
+    for N in (1, 2, 3, 7, 15, 16, 31):
+
+        def cut(x, N=N):
+            return np.ascontiguousarray(x[:, :N]) if x.ndim == 2 else x[:N].copy()
+
+        k, kr = {n: cut(x) for n, x in kw.items()}, {n: cut(x) for n, x in rkw.items()}
+        a = (cut(r), cut(v), cut(lv), cut(te))
+        narrow = (
+            fastppo.gae(*a, gamma=0.97, gae_lambda=0.9, **k),
+            fastppo.vtrace(cut(blp), cut(tlp), *a, **k, **vkw),
+            (fastppo.discounted_returns(a[0], a[2], a[3], gamma=0.97, **kr),),
+        )
+        for got, want in zip(narrow, wide):
+            for g_, w in zip(got, want):
+                assert g_.tobytes() == np.ascontiguousarray(w[:, :N]).tobytes(), N
+        if N == 1:  # 1-D inputs: the same bits again
+            one = fastppo.gae(
+                a[0][:, 0], a[1][:, 0], a[2], a[3][:, 0], gamma=0.97, gae_lambda=0.9,
+                **{n: x[:, 0] for n, x in k.items()},
+            )  # fmt: skip
+            assert one[0].tobytes() == np.ascontiguousarray(wide[0][0][:, 0]).tobytes()
+
+
 def test_gae_batch_major_refuses_non_finite_input_and_writes_nothing():
     rng = np.random.default_rng(3)
     r, v, lv, te, _, _ = make(rng, 40, 8)

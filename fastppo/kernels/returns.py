@@ -9,21 +9,48 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastppo._jit import inline, kernel, linked
+from fastppo._jit import inline, kernel, linked, subroutine
 from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
-from fastppo.kernels.sweep import BATCH_MAJOR, HAS_FINAL, HAS_VALID, OK, ROLLOUT, validate
+from fastppo.kernels.sweep import (
+    BATCH_MAJOR,
+    FEW_RETURNS_BYTES,
+    FLAT_CHUNK,
+    HAS_FINAL,
+    HAS_VALID,
+    OK,
+    ROLLOUT,
+    few_envs,
+    flat,
+    validate,
+)
 from fastppo.kernels.tiles import lanes, readonly, returns_tile
+
+
+@inline
+def _step(r, nxt, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # pragma: no cover
+    """``G = r + gamma * boot``: ``boot`` 0 when terminated, the final value when
+    truncated (with final values given), else ``nxt``; 0 on an invalid row."""
+    f = fv if has_final else nxt
+    boot = zero if te != 0 else (f if tr != 0 else nxt)
+    g = r + gamma * boot
+    return g if (ok != 0) | (not has_valid) else zero
 
 
 @kernel(f"void({ROLLOUT}, i8, F, i8, i8, F_2w)")
 def returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
+    """Discounted returns over the envs ``n0:n1``, one backward pass over the rows
+    (``t`` counts down from a non-negative loop index, as in
+    :func:`~fastppo.kernels.gae.gae_block`)."""
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    if few_envs(rewards, n0, n1, FEW_RETURNS_BYTES):
+        _returns_flat(ro, options, gamma, ret)
+        return
     T = rewards.shape[0]
-    W = n1 - n0
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    for t in range(T - 1, -1, -1):
+    for i in range(T):
+        t = T - 1 - i
         nxt_row = last_values[n0:n1] if t == T - 1 else ret[t + 1, n0:n1]
         r = rewards[t, n0:n1]
         te = terminated[t, n0:n1]
@@ -31,12 +58,58 @@ def returns_block(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compil
         fv = final_values[t, n0:n1]
         ok = valid[t, n0:n1]
         g_row = ret[t, n0:n1]
-        for n in range(W):
-            nxt = nxt_row[n]
-            f = fv[n] if has_final else nxt
-            boot = zero if te[n] != 0 else (f if tr[n] != 0 else nxt)
-            g = r[n] + gamma * boot
-            g_row[n] = g if (ok[n] != 0) | (not has_valid) else zero
+        for n in range(r.shape[0]):
+            g_row[n] = _step(
+                r[n], nxt_row[n], te[n], tr[n], fv[n], ok[n], gamma, has_final, has_valid, zero
+            )
+
+
+@subroutine
+def _returns_flat(ro, options, gamma, ret):  # pragma: no cover - compiled
+    """Discounted returns over a time-major rollout of few envs
+    (:func:`~fastppo.kernels.sweep.few_envs`) as one flat run of ``T * N``
+    elements, ``k``'s successor at ``k + N``: the last row first (from
+    ``last_values``), then chunks of rows backwards, each in the two passes of
+    :func:`returns_rows` over its run (bootstraps and step bytes forwards,
+    then the sums backwards; one env: the carry in a register). The row
+    sweep's operations, so the same bits."""
+    rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    T, N = rewards.shape
+    zero = rewards.dtype.type(0)
+    has_final = (options & HAS_FINAL) != 0
+    has_valid = (options & HAS_VALID) != 0
+    r, fv, te, tr, ok = (
+        flat(rewards), flat(final_values), flat(terminated), flat(truncated), flat(valid)
+    )  # fmt: skip
+    g = flat(ret)
+    k = (T - 1) * N
+    for n in range(N):
+        g[k + n] = _step(
+            r[k + n], last_values[n], te[k + n], tr[k + n], fv[k + n], ok[k + n], gamma,
+            has_final, has_valid, zero,
+        )  # fmt: skip
+    rows = max(1, FLAT_CHUNK // N)
+    mn = np.empty(rows * N, np.uint8)
+    final_mask = np.uint8(0xFF if has_final else 0)
+    all_valid = np.uint8(0 if has_valid else 0xFF)
+    t_hi = T - 1
+    while t_hi > 0:
+        t_lo = max(0, t_hi - rows)
+        k0, k1 = t_lo * N, t_hi * N
+        m = k1 - k0
+        rs, G = r[k0:k1], g[k0 : k1 + N]
+        _returns_prep(
+            te[k0:k1], tr[k0:k1], fv[k0:k1], ok[k0:k1], final_mask, all_valid, m, G, mn,
+            False, rs, G,
+        )  # fmt: skip
+        if N == 1:
+            _returns_chain(rs, mn, gamma, m, G[m], G)
+        else:
+            for j in range(m):
+                i = m - 1 - j
+                x = rs[i] + gamma * (G[i + N] if mn[i] & 1 else G[i])
+                G[i] = x if mn[i] & 2 else zero
+        t_hi = t_lo
 
 
 @kernel(f"i8({ROLLOUT}, i8, f8, i8, F_2w)")

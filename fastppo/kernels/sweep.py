@@ -11,9 +11,10 @@ thread, from ``fastppo._cy._fast``) and the inner loop runs over the envs of
 one block -- contiguous in memory, so LLVM vectorises it and the sweep
 streams at memory bandwidth.
 
-Time chunks: streaming memory backwards is ~3x slower than forwards here, so
-GAE and V-trace read each chunk of rows forwards (the carry-free part of the
-recurrence) and then sweep it backwards while it is in L2.
+Time chunks: GAE and V-trace read each chunk of rows forwards (the carry-free
+part of the recurrence) and then sweep it backwards while it is in L2 (see
+``CHUNK``). A time-major rollout of few envs is swept as one flat run of
+elements instead of row by row (:func:`few_envs`).
 
 Validation comes first and is complete before the first write (a bad input
 leaves the outputs untouched): every input is checked row by row, forwards,
@@ -70,12 +71,25 @@ CHECK_ROWS = 16
 STATUS = 32
 BLOCK = 64
 
-# Rows per time chunk. A sweep runs backwards in time, but streaming memory
-# backwards is ~3x slower than forwards here (descending rows defeat the
-# hardware prefetcher), so each chunk of rows is first read forwards (the
-# carry-free part of the recurrence), then swept backwards while it is still
-# in L2: 32 rows x 7 arrays x a 256-env float32 row ~ 230 KiB.
+# Rows per time chunk. A sweep runs backwards in time; GAE reads each chunk
+# of rows forwards (the carry-free part of the recurrence), then sweeps it
+# backwards while it is still in L2: 32 rows x 7 arrays x a 256-env float32
+# row ~ 230 KiB. (One backward pass over the rows measured 10% faster over
+# random placements of the arrays on znver4, but 5-12% slower at [2000-4096,
+# 128-256] under numpy's own, where every array starts 16 bytes past a page.)
 CHUNK = 32
+# Time-major rows narrower than FEW_ENVS_BYTES (N < 32 float32 envs, N < 16
+# float64: under two 512-bit vectors) are swept as one flat run of elements,
+# ``k = t * N + n`` with its successor at ``k + N`` (:func:`few_envs`), in
+# chunks of FLAT_CHUNK elements: a loop per row of so few envs costs more
+# (slices, loop set-up: ~25 ns a row) than the row's work. GAE [65536, 1]
+# float32 went from 20 to 2 ns an element, [8192, 8] from 3.4 to 1.5; from
+# 32 float32 envs the row loops are faster (1.1 against 1.2 ns, znver4).
+# Discounted returns' row loop is the lightest (one pass, no scratch): its
+# flat run pays below 32 bytes (N = 4: 3.0 -> 1.9 ns; N = 8: 1.5 against 1.9).
+FEW_ENVS_BYTES = 128
+FEW_RETURNS_BYTES = 32
+FLAT_CHUNK = 2048
 # V-trace's chunk is shorter: its two weight rows per step live in scratch
 # (2 x 16 rows = 32 KiB at 256 float32 envs, L1-sized), which keeps the
 # working memory of an out= call small next to the batch; 16, 32, 64 and 96
@@ -135,7 +149,7 @@ def _row_bad(x):  # pragma: no cover - compiled
 def _rows_bad(a, t0, t1):  # pragma: no cover - compiled
     """:func:`_row_bad` of rows ``t0:t1`` of the C-contiguous 2-D ``a``, as one flat run."""
     w = a.shape[1]
-    return _row_bad(a.reshape(a.shape[0] * w)[t0 * w : t1 * w])
+    return _row_bad(flat(a)[t0 * w : t1 * w])
 
 
 @inline
@@ -148,11 +162,25 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
     return bad
 
 
+@inline
+def few_envs(x, n0, n1, width):  # pragma: no cover - compiled
+    """Whether a time-major block ``n0:n1`` of ``x`` (``[T, N]``) is swept flat:
+    whole rows, narrower than ``width`` bytes (:data:`FEW_ENVS_BYTES`)."""
+    return n0 == 0 and n1 == x.shape[1] and x.shape[1] * x.itemsize < width
+
+
+@inline
+def flat(x):  # pragma: no cover - compiled
+    """A C-contiguous ``[T, N]`` array as its ``T * N`` elements (a view)."""
+    return x.reshape(x.shape[0] * x.shape[1])
+
+
 @kernel(f"i8({ROLLOUT}, b1, b1, i8, i8, i8)", fastmath=frozenset({"reassoc"}))
 def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover - compiled
     """Bit mask (bit ``code``) of the inputs with a non-finite entry in rows ``t0:t1``.
 
-    All arrays are checked together, forwards, ``CHUNK`` rows at a time (each
+    All arrays are checked together, forwards, ``CHUNK`` rows at a time (more
+    for rows of few envs: ``FLAT_CHUNK`` elements; each
     array's rows of a chunk are one contiguous run): the last rows checked
     are the first the backward sweep reads, and they are still in cache when
     it starts. ``reassoc``: see :func:`_row_bad`.
@@ -164,8 +192,10 @@ def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover -
     bad_t = np.int32(0)
     bad_f = np.int32(0)
     check_final = ((options & HAS_TRUNC) != 0) and ((options & HAS_FINAL) != 0)
-    for c0 in range(t0, t1, CHUNK):
-        c1 = min(t1, c0 + CHUNK)
+    # rows of a few envs in longer chunks, so a chunk's loops are not all set-up
+    step = max(CHUNK, FLAT_CHUNK // max(1, rewards.shape[1]))
+    for c0 in range(t0, t1, step):
+        c1 = min(t1, c0 + step)
         bad_r |= _rows_bad(rewards, c0, c1)
         if has_values:
             bad_v |= _rows_bad(values, c0, c1)
@@ -173,8 +203,10 @@ def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover -
             bad_b |= _rows_bad(behavior_logp, c0, c1)
             bad_t |= _rows_bad(target_logp, c0, c1)
         if check_final:
-            for t in range(c0, c1):
-                bad_f |= _row_bad_final(terminated[t], truncated[t], final_values[t])
+            k0, k1 = c0 * rewards.shape[1], c1 * rewards.shape[1]
+            bad_f |= _row_bad_final(
+                flat(terminated)[k0:k1], flat(truncated)[k0:k1], flat(final_values)[k0:k1]
+            )
     mask = 0
     if bad_r:
         mask |= 1 << BAD_REWARDS

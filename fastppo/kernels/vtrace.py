@@ -5,7 +5,9 @@ the carry row ``vs_{t+1} - V_{t+1}``. The ratio ``rho = exp(target_logp -
 behavior_logp)`` is computed in float32 with
 :func:`fastppo.kernels.fastmath.expf32` (vectorised, relative error <=
 1.2e-7) when both log-probs and the values are float32, else with float64
-``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`.
+``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`;
+a time-major rollout of few envs runs its backward pass as one flat run
+(:func:`_vt_back_flat`).
 Batch-major ``[N, T]`` rollouts have their own sweep,
 :func:`vtrace_rows` (``BATCH_MAJOR`` in the options): the same row functions run along each
 env's contiguous row, then the backward recurrence on register tiles (see
@@ -23,11 +25,15 @@ from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
+    FEW_ENVS_BYTES,
+    FLAT_CHUNK,
     HAS_FINAL,
     HAS_VALID,
     OK,
     ROLLOUT,
     VT_CHUNK,
+    few_envs,
+    flat,
     validate,
 )
 from fastppo.kernels.tiles import lanes, readonly, vtrace_tile
@@ -129,6 +135,30 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
         vs_row[n] = v[n] + diff
 
 
+@subroutine
+def _vt_back_flat(cw, pw, v, W, dd, vs, pg):  # pragma: no cover - compiled
+    """:func:`_vt_back_row` over a run of rows of ``W`` envs as one flat run,
+    backwards: element ``k``'s carry is ``dd[k + W]``, its diff goes to
+    ``dd[k]``. The carry (the diffs of the row after the run) arrives in
+    ``dd[:W]`` and moves to ``dd[m:m + W]``; the run's first row's diffs are
+    left in ``dd[:W]`` for the run before it."""
+    zero = v.dtype.type(0)
+    m = v.shape[0]
+    for n in range(W):
+        dd[m + n] = dd[n]
+    for j in range(m):
+        k = m - 1 - j
+        x = dd[k + W]
+        c = cw[k]
+        p = pw[k]
+        dc = c * x if c != 0 else zero
+        pc = p * x if p != 0 else zero
+        diff = vs[k] + dc
+        pg[k] += pc
+        dd[k] = diff
+        vs[k] = v[k] + diff
+
+
 @inline
 def _rows(x, a, b, n0, n1):  # pragma: no cover - compiled
     """Rows ``a:b``, columns ``n0:n1`` of the C-contiguous 2-D ``x`` as one 1-D
@@ -165,20 +195,23 @@ def vtrace_block(  # pragma: no cover - compiled
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
     f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
-    # Scratch for one chunk of the block (2 x VT_CHUNK rows) and the carry
-    # diff_{t+1}.
-    cws = np.empty((VT_CHUNK, W), rewards.dtype)
-    pws = np.empty((VT_CHUNK, W), rewards.dtype)
     # When the block is whole rows (the serial sweep), a chunk's rows are one
     # contiguous run of each array, so pass 1 calls each row function once per
-    # run instead of once per row.
+    # run instead of once per row; rows of few envs are also swept back as
+    # one run (:func:`_vt_back_flat`), in chunks of FLAT_CHUNK elements.
     whole = W == rewards.shape[1]
-    cwf = cws.reshape(VT_CHUNK * W)
-    pwf = pws.reshape(VT_CHUNK * W)
-    carry = np.zeros(W, rewards.dtype)
+    few = few_envs(rewards, n0, n1, FEW_ENVS_BYTES)
+    rows = max(VT_CHUNK, FLAT_CHUNK // W) if few else VT_CHUNK
+    # Scratch for one chunk of the block (2 x rows) and the carry diff_{t+1}
+    # (for few envs, the diffs of the chunk and the row after it).
+    cws = np.empty((rows, W), rewards.dtype)
+    pws = np.empty((rows, W), rewards.dtype)
+    cwf = cws.reshape(rows * W)
+    pwf = pws.reshape(rows * W)
+    carry = np.zeros((rows + 1) * W if few else W, rewards.dtype)
     t_hi = T
     while t_hi > 0:
-        t_lo = max(0, t_hi - VT_CHUNK)
+        t_lo = max(0, t_hi - rows)
         a = t_lo
         while a < t_hi:
             # a run of rows [a, b): whole rows up to the last row, which
@@ -213,15 +246,23 @@ def vtrace_block(  # pragma: no cover - compiled
                 te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pwf[k : k + m]
             )
             a = b
-        for t in range(t_hi - 1, t_lo - 1, -1):
-            _vt_back_row(
-                cws[t - t_lo],
-                pws[t - t_lo],
-                values[t, n0:n1],
-                carry,
-                vs[t, n0:n1],
-                pg_adv[t, n0:n1],
-            )
+        if few:
+            m = (t_hi - t_lo) * W
+            k0 = t_lo * W
+            _vt_back_flat(
+                cwf[:m], pwf[:m], flat(values)[k0 : k0 + m], W, carry,
+                flat(vs)[k0 : k0 + m], flat(pg_adv)[k0 : k0 + m],
+            )  # fmt: skip
+        else:
+            for t in range(t_hi - 1, t_lo - 1, -1):
+                _vt_back_row(
+                    cws[t - t_lo],
+                    pws[t - t_lo],
+                    values[t, n0:n1],
+                    carry,
+                    vs[t, n0:n1],
+                    pg_adv[t, n0:n1],
+                )
         t_hi = t_lo
 
 
