@@ -146,9 +146,11 @@ def _vt_back_flat(cw, pw, v, W, dd, vs, pg):  # pragma: no cover - compiled
     m = v.shape[0]
     for n in range(W):
         dd[m + n] = dd[n]
+    x = dd[m]  # one env: the carry in a register
     for j in range(m):
         k = m - 1 - j
-        x = dd[k + W]
+        if W != 1:
+            x = dd[k + W]
         c = cw[k]
         p = pw[k]
         dc = c * x if c != 0 else zero
@@ -156,6 +158,7 @@ def _vt_back_flat(cw, pw, v, W, dd, vs, pg):  # pragma: no cover - compiled
         diff = vs[k] + dc
         pg[k] += pc
         dd[k] = diff
+        x = diff
         vs[k] = v[k] + diff
 
 

@@ -6,7 +6,10 @@ Baselines:
   ``RolloutBuffer.compute_returns_and_advantage`` does it;
 * ``np.copyto floor``: copying ``rewards -> advantages`` and ``values ->
   returns`` -- the bytes a sweep must at least read and write, so the
-  memory-bandwidth floor for a memory-bound kernel.
+  memory-bandwidth floor for a memory-bound kernel;
+* ``chain floor``: one env's recurrence alone, ``c = r_t + gamma * c`` over
+  its steps (a multiply and an add per step, each waiting on the last): the
+  latency floor of a rollout of one env, which no sweep of it can beat.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import numba
 import numpy as np
 
 from fastppo_bench.core import Group
@@ -22,6 +26,44 @@ GAMMA, LAM = 0.99, 0.95
 
 SIZES_QUICK = [(2048, 256)]
 SIZES_FULL = [(128, 8), (2048, 64), (2048, 256), (8192, 256)]
+
+
+FEW_STEPS = 65536  # elements of the few-envs group, in every shape
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _chain(r: np.ndarray, gamma: float, out: np.ndarray) -> None:
+    """The chain floor: ``c = r_t + gamma * c`` backwards over one env's steps."""
+    g = r.dtype.type(gamma)
+    c = r.dtype.type(0)
+    for i in range(r.shape[0]):
+        t = r.shape[0] - 1 - i
+        c = r[t] + g * c
+        out[t] = c
+
+
+def _few_envs() -> Group:
+    """The sweeps on rollouts of few envs (time-major ``[T, N]``, the form
+    Stable-Baselines3's buffer holds with ``n_envs`` envs), beside one env's
+    chain floor and the same steps as 256 envs."""
+    import fastppo
+
+    impls: dict[str, Any] = {}
+    floor_in = np.random.default_rng(1).standard_normal(FEW_STEPS).astype(np.float32)
+    impls["chain floor (1 env)"] = partial(_chain, floor_in, GAMMA, np.empty_like(floor_in))
+    for N in (1, 8, 256):
+        r, v, lv, te, blp, tlp = _inputs(FEW_STEPS // N, N)
+        a, b = np.empty_like(r), np.empty_like(r)
+        envs = f"{N} env{'s' if N > 1 else ''}"
+        impls[f"gae, {envs}"] = partial(fastppo.gae, r, v, lv, te, out=(a, b))
+        impls[f"vtrace, {envs}"] = partial(fastppo.vtrace, blp, tlp, r, v, lv, te, out=(a, b))
+        impls[f"discounted_returns, {envs}"] = partial(fastppo.discounted_returns, r, lv, te, out=a)
+    return Group(
+        name=f"sweeps of few envs, {FEW_STEPS} steps float32",
+        baseline="chain floor (1 env)",
+        impls=impls,
+        target="1 env: gae and discounted_returns <= 2x the chain floor, vtrace <= 3x",
+    )
 
 
 def numpy_gae(r, v, lv, te, gamma=GAMMA, lam=LAM):
@@ -155,4 +197,6 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
             target="fastppo <= 5 us per call (Cython fast path; the general path for reference)",
         )
     )
+    if full:
+        out.append(_few_envs())
     return out
