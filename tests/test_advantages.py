@@ -177,12 +177,13 @@ def _batch_major(a):
 # register tiles (kernels/tiles.py) cover 16 float32 or 8 float64 envs x steps:
 # whole tiles, leftover envs and steps, T a multiple of a tile, T below one;
 # rows a multiple of 2 or 4 KiB apart (512 and 1024 steps) run their tiles on
-# scratch rows (kernels.gae.rows_alias), beside four chains and single envs
+# scratch rows (kernels.gae.rows_alias), beside four chains and single envs;
+# rollouts shorter than kernels.gae.TILE_MIN tiles run chains on blocks of many envs
 @pytest.mark.parametrize(
     "T,N",
     [
         (2, 2), (37, 5), (33, 40), (200, 9), (16, 16), (64, 50), (300, 20), (1030, 17),
-        (512, 21), (1024, 23),
+        (512, 21), (1024, 23), (3, 17), (5, 40), (8, 1101),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("variant", ["plain", "valid", "final", "final+valid"])

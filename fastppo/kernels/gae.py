@@ -217,17 +217,36 @@ def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: 
 GROUP = 4
 
 
+# A batch-major rollout shorter than TILE_MIN tiles' steps runs side-by-side
+# chains on blocks of many envs instead of register tiles: its rows are too
+# short for a tile's transposes to pay (znver4, float32, ns an element, tiles
+# -> chains, both with pass 1 over runs of rows: GAE at T = 16 2.2 -> 1.3, at
+# 32 1.35 -> 1.13; V-trace at 16 3.3-4.4 -> 2.8; discounted returns the same
+# at 32, 0.87 -> 0.96 at 48).
+TILE_MIN = 4
+
+
+@inline
+def tiled(x, T):  # pragma: no cover - compiled
+    """Whether a batch-major sweep of ``x``'s dtype over ``T`` steps runs tiles."""
+    return T >= TILE_MIN * lanes(x)
+
+
 @inline
 def block_rows(x, left, T):  # pragma: no cover - compiled
     """Envs of the next batch-major block when ``left`` remain: one register
     tile's (a block's rows of every array then stay in L2 between the passes
     for longer rollouts; two float32 tiles measured 12% slower at [256, 2048],
     V-trace 23%), else :data:`GROUP` (or fewer) for the side-by-side chains.
+    Rollouts too short for tiles (:func:`tiled`) take blocks of about
+    ``FLAT_CHUNK`` elements (whole groups): a block's contiguous rows are one
+    run for the passes along them, which cost a loop's set-up per run, not
+    per env.
     """
     L = lanes(x)
-    if left >= L and T >= L:
-        return L
-    return min(GROUP, left)
+    if tiled(x, T):
+        return L if left >= L else min(GROUP, left)
+    return min(left, max(GROUP, FLAT_CHUNK // T // GROUP * GROUP))
 
 
 @inline
@@ -268,23 +287,27 @@ def copy_row(src, T, dst):  # pragma: no cover - compiled
 def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).
 
-    Pass 1, forwards along each env's contiguous row (vectorised): ``adv =
-    delta`` and the trace factor ``g_t`` (0 where the trace is cut, else
-    ``gamma * lambda``) into scratch. Pass 2, backwards, ``A_t = adv_t + g_t
-    A_{t+1}`` with the carry in a register; pass 3 ``ret = A + V`` along the
-    row: the time-major sweep's operations, so the same bits. Where the rows
-    alias (:func:`rows_alias`), a tile's deltas go to scratch rows instead of
-    ``adv``, its tiles run there, and pass 3 writes ``adv`` as well.
+    Pass 1, forwards along a block's rows as one contiguous run (vectorised):
+    ``adv = delta`` and the trace factor ``g_t`` (0 where the trace is cut,
+    else ``gamma * lambda``) into scratch. Pass 2, backwards, ``A_t = adv_t +
+    g_t A_{t+1}`` with the carry in a register; pass 3 ``ret = A + V`` along
+    the run: the time-major sweep's operations, so the same bits. Where the
+    rows alias (:func:`rows_alias`), a tile's deltas go to scratch rows
+    instead of ``adv``, its tiles run there, and pass 3 writes ``adv`` as well.
     """
-    rewards, values = ro[0], ro[1]
+    values = ro[1]
+    rewards = ro[0]
     T = rewards.shape[1]
     L = lanes(rewards)
-    W = block_rows(rewards, 2**62, 2**62)
+    W = block_rows(rewards, 2**62, T)
     alias = rows_alias(rewards, 4096)
     # padded scratch rows only where the caller's rows alias: beside them,
     # the trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
     Tp = scratch_steps(rewards, T) if alias else T
-    g = np.empty((W, Tp), dtype=rewards.dtype)
+    # the trace factors: padded rows beside scratch rows, else rows of T
+    # (whose block is one run, as the caller's rows are)
+    gbuf = np.empty(W * Tp, dtype=rewards.dtype)
+    gs, g = gbuf.reshape(W, Tp), gbuf[: W * T].reshape(W, T)
     D = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.zeros(W, dtype=rewards.dtype)
     k0 = n0
@@ -294,63 +317,69 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
             # the tiles run on scratch rows, then pass 3 writes adv and ret
             for j in range(L):
                 n = k0 + j
-                _gae_prep(ro, options, gamma, gamma_lambda, n, T, D[j], g[j])
-            _gae_tiles(D, g, np.int64(0), np.int64(L), T, carry)  # int64 rows: one variant
+                _gae_prep(ro, options, gamma, gamma_lambda, n, n + 1, T, D[j, :T], gs[j, :T])
+            _gae_tiles(D, gs, np.int64(0), np.int64(L), T, carry)  # int64 rows: one variant
             for j in range(L):
                 n = k0 + j
                 _gae_out(D[j], values[n], T, True, adv[n], ret[n])
             k0 = k1
             continue
-        for n in range(k0, k1):
-            _gae_prep(ro, options, gamma, gamma_lambda, n, T, adv[n], g[n - k0])
-        if k1 - k0 >= L:
+        m = (k1 - k0) * T
+        run = flat(adv)[k0 * T : k1 * T]
+        _gae_prep(ro, options, gamma, gamma_lambda, k0, k1, T, run, flat(g)[:m])
+        if tiled(rewards, T) and k1 - k0 == L:
             _gae_tiles(adv, g, k0, k1, T, carry)
-        elif k1 - k0 == GROUP:
-            _chains4(g, adv[k0:k1])
         else:
-            for n in range(k0, k1):
+            j = k0
+            while j + GROUP <= k1:
+                _chains4(g[j - k0 : j - k0 + GROUP], adv[j : j + GROUP])
+                j += GROUP
+            for n in range(j, k1):
                 a = adv[n]
                 gn = g[n - k0]
                 c = a[T - 1]
                 for t in range(T - 2, -1, -1):
                     c = a[t] + gn[t] * c
                     a[t] = c
-        for n in range(k0, k1):
-            _gae_out(adv[n], values[n], T, False, adv[n], ret[n])
+        _gae_out(run, flat(values)[k0 * T : k1 * T], m, False, run, flat(ret)[k0 * T : k1 * T])
         k0 = k1
 
 
 @inline
-def _gae_prep(ro, options, gamma, gamma_lambda, n, T, a, gn):  # pragma: no cover - compiled
-    """Pass 1 of :func:`gae_rows` for env ``n``: ``delta`` into ``a``, the trace
-    factor into ``gn``."""
+def _gae_prep(ro, options, gamma, gamma_lambda, k0, k1, T, a, gn):  # pragma: no cover - compiled
+    """Pass 1 of :func:`gae_rows` for envs ``k0:k1``, their rows as one run:
+    ``delta`` into ``a``, the trace factor into ``gn`` (runs of ``(k1 - k0) *
+    T`` elements; a row's last step bootstraps from ``last_values``)."""
     rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    r = rewards[n]
-    v = values[n]
-    te = terminated[n]
-    tr = truncated[n]
-    fv = final_values[n]
-    ok = valid[n]
-    for t in range(T - 1):
-        d = _delta(
-            r[t], v[t + 1], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid, zero
+    s0 = k0 * T
+    m = (k1 - k0) * T
+    r, v, vn = flat(rewards)[s0 : s0 + m], flat(values)[s0 : s0 + m], flat(values)[s0 + 1 : s0 + m]
+    te, tr = flat(terminated)[s0 : s0 + m], flat(truncated)[s0 : s0 + m]
+    fv, ok = flat(final_values)[s0 : s0 + m], flat(valid)[s0 : s0 + m]
+    # every step from the next one's value (a row's last step reads the next
+    # row's first: rewritten below)
+    for i in range(m - 1):
+        a[i] = _delta(
+            r[i], vn[i], v[i], te[i], tr[i], fv[i], ok[i], gamma, has_final, has_valid, zero
         )
-        a[t] = d
-        stop = (te[t] | tr[t]) | ((ok[t] == 0) & has_valid)
-        gn[t] = zero if stop != 0 else gamma_lambda
-    t = T - 1
-    a[t] = _delta(
-        r[t], last_values[n], v[t], te[t], tr[t], fv[t], ok[t], gamma, has_final, has_valid, zero
-    )
+        stop = (te[i] | tr[i]) | ((ok[i] == 0) & has_valid)
+        gn[i] = zero if stop != 0 else gamma_lambda
+    for j in range(k1 - k0):
+        i = j * T + T - 1
+        a[i] = _delta(
+            r[i], last_values[k0 + j], v[i], te[i], tr[i], fv[i], ok[i], gamma, has_final,
+            has_valid, zero,
+        )  # fmt: skip
 
 
 @inline
 def _gae_out(a, v, T, copy, adv, ret):  # pragma: no cover - compiled
-    """Pass 3 of :func:`gae_rows` for one env: ``ret = A + V``, and if ``copy``
-    (a constant at each call) ``adv = A`` from scratch, in the same loop."""
+    """Pass 3 of :func:`gae_rows` over a run of ``T`` elements: ``ret = A + V``,
+    and if ``copy`` (a constant at each call) ``adv = A`` from scratch, in the
+    same loop."""
     for t in range(T):
         x = a[t]
         ret[t] = x + v[t]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, linked, subroutine
-from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
+from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps, tiled
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     FEW_RETURNS_BYTES,
@@ -139,13 +139,13 @@ def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no co
 def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1, forwards along each env's row (vectorised): the bootstrap a cut
-    step uses (0 when terminated, else the final value) into ``ret`` and a
-    byte per step into scratch: bit 0 the sum goes on from ``G_{t+1}`` (not
-    terminated, and not truncated with final values given), bit 1 the row is
-    valid. Pass 2, backwards, on register tiles (or, for envs left over, four
-    envs side by side): ``G_t = r_t + gamma * boot``, 0 on an invalid row --
-    the time-major sweep's operations.
+    Pass 1, forwards along a block's rows as one run (vectorised): the
+    bootstrap a cut step uses (0 when terminated, else the final value) into
+    ``ret`` and a byte per step into scratch: bit 0 the sum goes on from
+    ``G_{t+1}`` (not terminated, and not truncated with final values given),
+    bit 1 the row is valid. Pass 2, backwards, on register tiles (or, for
+    envs left over and short rollouts, four envs side by side): ``G_t = r_t +
+    gamma * boot``, 0 on an invalid row -- the time-major sweep's operations.
 
     Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), a tile's
     rewards and bootstraps go to scratch rows in pass 1, its tiles run there,
@@ -156,10 +156,13 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
     L = lanes(rewards)
-    W = block_rows(rewards, 2**62, 2**62)
+    W = block_rows(rewards, 2**62, T)
     alias = rows_alias(rewards, 2048)
     Tp = scratch_steps(rewards, T) if alias else T
-    m = np.empty((W, Tp), dtype=np.uint8)
+    # the step bytes: padded rows beside scratch rows, else rows of T (whose
+    # block is one run, as the caller's rows are)
+    mbuf = np.empty(W * Tp, dtype=np.uint8)
+    ms, m = mbuf.reshape(W, Tp), mbuf[: W * T].reshape(W, T)
     R = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     B = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.empty(W, dtype=rewards.dtype)
@@ -175,28 +178,34 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 n = k0 + j
                 _returns_prep(
                     terminated[n], truncated[n], final_values[n], valid[n], final_mask,
-                    all_valid, T, B[j], m[j], True, rewards[n], R[j],
+                    all_valid, T, B[j], ms[j], True, rewards[n], R[j],
                 )  # fmt: skip
             # typed as the non-scratch call is (read-only rewards, int64 rows),
             # so _returns_tiles keeps one variant per dtype
             _returns_tiles(
-                readonly(R), last_values[k0:k1], m, gamma, np.int64(0), np.int64(L), T, carry, B
+                readonly(R), last_values[k0:k1], ms, gamma, np.int64(0), np.int64(L), T, carry, B
             )
             for j in range(L):
                 copy_row(B[j], T, ret[k0 + j])
             k0 = k1
             continue
-        for n in range(k0, k1):
-            _returns_prep(
-                terminated[n], truncated[n], final_values[n], valid[n], final_mask, all_valid,
-                T, ret[n], m[n - k0], False, rewards[n], ret[n],
-            )  # fmt: skip
-        if k1 - k0 >= L:
+        # the block's rows as one run
+        s0, s1 = k0 * T, k1 * T
+        g = flat(ret)[s0:s1]
+        _returns_prep(
+            flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],
+            flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g, flat(m)[: s1 - s0], False,
+            flat(rewards)[s0:s1], g,
+        )  # fmt: skip
+        if tiled(rewards, T) and k1 - k0 == L:
             _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret)
-        elif k1 - k0 == GROUP:
-            _returns_chains4(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
         else:
-            for n in range(k0, k1):
+            j = k0
+            while j + GROUP <= k1:
+                k = j + GROUP
+                _returns_chains4(rewards[j:k], last_values[j:k], m[j - k0 :], gamma, ret[j:k])
+                j = k
+            for n in range(j, k1):
                 c = last_values[n]
                 _returns_chain(rewards[n], m[n - k0], gamma, T, c, ret[n])
         k0 = k1

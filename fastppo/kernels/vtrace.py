@@ -22,7 +22,7 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
-from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps
+from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps, tiled
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     FEW_ENVS_BYTES,
@@ -318,8 +318,8 @@ def vtrace_rows(  # pragma: no cover - compiled
 ):
     """V-trace over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1 runs :func:`vtrace_block`'s row functions along each env's row
-    (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
+    Pass 1 runs :func:`vtrace_block`'s row functions along a block's rows as
+    one run (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
     ``last_values``); pass 2 is :func:`_vt_back_row`'s step on register
     tiles (envs in the lanes) or, for envs left over, four envs side by side
     with the carry in a register. Where the rows alias
@@ -340,43 +340,57 @@ def vtrace_rows(  # pragma: no cover - compiled
     has_valid = (options & HAS_VALID) != 0
     f32 = (behavior_logp.itemsize == 4) & (target_logp.itemsize == 4) & (rewards.itemsize == 4)
     L = lanes(rewards)
-    W = block_rows(rewards, 2**62, 2**62)
+    W = block_rows(rewards, 2**62, T)
     alias = rows_alias(rewards, 2048)
     Tp = scratch_steps(rewards, T) if alias else T
-    cws = np.empty((W, Tp), rewards.dtype)
-    pws = np.empty((W, Tp), rewards.dtype)
+    # the weights: padded rows beside scratch rows, else rows of T (whose
+    # block is one run, as the caller's rows are)
+    cwbuf = np.empty(W * Tp, rewards.dtype)
+    pwbuf = np.empty(W * Tp, rewards.dtype)
+    cwr, pwr = cwbuf[: W * T].reshape(W, T), pwbuf[: W * T].reshape(W, T)
     V = np.empty((L if alias else 0, Tp), rewards.dtype)
     S = np.empty((L if alias else 0, Tp), rewards.dtype)
     P = np.empty((L if alias else 0, Tp), rewards.dtype)
     carry = np.empty(W, rewards.dtype)
-    nv = np.empty(Tp, rewards.dtype)
+    nv = np.empty(W * T, rewards.dtype)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
         # pass 2 on scratch rows: the values copied, vs and pg from pass 1
         scratch = alias and k1 - k0 == L
-        for n in range(k0, k1):
-            vs_n = S[n - k0] if scratch else vs[n]
-            pg_n = P[n - k0] if scratch else pg_adv[n]
-            # the bootstraps V_{t+1} in one row (last_values at T - 1), so each
-            # row function runs once per env (as two calls, the last step's
-            # alone: [128, 4096] 1.8 ms against 1.35, [32, 16384] 4.2 against 2.2)
-            copy_row(values[n, 1:T], T - 1, nv)
-            nv[T - 1] = last_values[n]
-            cw = cws[n - k0, :T]
-            ok = valid[n]
-            te = terminated[n]
-            tr = truncated[n]
-            _vt_rho_row(target_logp[n], behavior_logp[n], f32, cw)
-            _vt_td_row(
-                nv[:T], rewards[n], values[n], te, tr, final_values[n], has_final, gamma, vs_n[:T]
+        cws = cwbuf.reshape(W, Tp) if scratch else cwr
+        pws = pwbuf.reshape(W, Tp) if scratch else pwr
+        # pass 1 over runs: each scratch row alone, else the block's rows as one
+        for a in range(k0, k1 if scratch else k0 + 1):
+            b = a + 1 if scratch else k1
+            s0, m = a * T, (b - a) * T
+            vs_n = S[a - k0, :T] if scratch else flat(vs)[s0 : s0 + m]
+            pg_n = P[a - k0, :T] if scratch else flat(pg_adv)[s0 : s0 + m]
+            cw = cws[a - k0, :T] if scratch else flat(cwr)[:m]
+            pw = pws[a - k0, :T] if scratch else flat(pwr)[:m]
+            # the bootstraps V_{t+1} in one run (last_values at each row's last
+            # step), so each row function runs once per run (as two calls, the
+            # last step's alone: [128, 4096] 1.8 ms against 1.35, [32, 16384]
+            # 4.2 against 2.2)
+            copy_row(flat(values)[s0 + 1 : s0 + m], m - 1, nv)
+            for j in range(b - a):
+                nv[j * T + T - 1] = last_values[a + j]
+            ok, te, tr = (
+                flat(valid)[s0 : s0 + m],
+                flat(terminated)[s0 : s0 + m],
+                flat(truncated)[s0 : s0 + m],
             )
-            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_n[:T], pg_n[:T])
-            _vt_weight_row(
-                te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pws[n - k0, :T]
+            r, v, fv = (
+                flat(rewards)[s0 : s0 + m],
+                flat(values)[s0 : s0 + m],
+                flat(final_values)[s0 : s0 + m],
             )
+            _vt_rho_row(flat(target_logp)[s0 : s0 + m], flat(behavior_logp)[s0 : s0 + m], f32, cw)
+            _vt_td_row(nv[:m], r, v, te, tr, fv, has_final, gamma, vs_n)
+            _vt_scale_row(cw, ok, has_valid, rho_bar, pg_rho_bar, vs_n, pg_n)
+            _vt_weight_row(te, tr, ok, has_valid, gamma, gamma_lam, c_bar, pg_rho_bar, cw, pw)
             if scratch:
-                copy_row(values[n], T, V[n - k0])
+                copy_row(values[a], T, V[a - k0])
         if scratch:
             # typed as the non-scratch call is (read-only values, int64 rows),
             # so _vt_tiles keeps one variant per dtype
@@ -384,12 +398,15 @@ def vtrace_rows(  # pragma: no cover - compiled
             for j in range(L):
                 copy_row(S[j], T, vs[k0 + j])
                 copy_row(P[j], T, pg_adv[k0 + j])
-        elif k1 - k0 >= L:
+        elif tiled(rewards, T) and k1 - k0 == L:
             _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg_adv)
-        elif k1 - k0 == GROUP:
-            _vt_chains4(cws, pws, values[k0:k1], vs[k0:k1], pg_adv[k0:k1])
         else:
-            for n in range(k0, k1):
+            j = k0
+            while j + GROUP <= k1:
+                k = j + GROUP
+                _vt_chains4(cws[j - k0 :], pws[j - k0 :], values[j:k], vs[j:k], pg_adv[j:k])
+                j = k
+            for n in range(j, k1):
                 _vt_chain(cws[n - k0], pws[n - k0], values[n], T, zero, vs[n], pg_adv[n])
         k0 = k1
 
