@@ -233,6 +233,15 @@ def tiled(x, T):  # pragma: no cover - compiled
 
 
 @inline
+def run_rows(T):  # pragma: no cover - compiled
+    """Rows of a batch-major block that pass 1 runs along as one run: about
+    ``FLAT_CHUNK`` elements, so a short rollout pays a loop's set-up per run
+    and not per env, and a long one's run (one row) stays in L1 between the
+    run's loops (16 rows at once made V-trace [256, 2048] 5-10% slower)."""
+    return max(1, FLAT_CHUNK // T)
+
+
+@inline
 def block_rows(x, left, T):  # pragma: no cover - compiled
     """Envs of the next batch-major block when ``left`` remain: one register
     tile's (a block's rows of every array then stay in L2 between the passes
@@ -287,7 +296,7 @@ def copy_row(src, T, dst):  # pragma: no cover - compiled
 def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays (rows are envs).
 
-    Pass 1, forwards along a block's rows as one contiguous run (vectorised):
+    Pass 1, forwards along runs of a block's contiguous rows (vectorised):
     ``adv = delta`` and the trace factor ``g_t`` (0 where the trace is cut,
     else ``gamma * lambda``) into scratch. Pass 2, backwards, ``A_t = adv_t +
     g_t A_{t+1}`` with the carry in a register; pass 3 ``ret = A + V`` along
@@ -324,9 +333,12 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
                 _gae_out(D[j], values[n], T, True, adv[n], ret[n])
             k0 = k1
             continue
-        m = (k1 - k0) * T
-        run = flat(adv)[k0 * T : k1 * T]
-        _gae_prep(ro, options, gamma, gamma_lambda, k0, k1, T, run, flat(g)[:m])
+        for a in range(k0, k1, run_rows(T)):
+            b = min(k1, a + run_rows(T))
+            _gae_prep(
+                ro, options, gamma, gamma_lambda, a, b, T, flat(adv)[a * T : b * T],
+                flat(g)[(a - k0) * T : (b - k0) * T],
+            )  # fmt: skip
         if tiled(rewards, T) and k1 - k0 == L:
             _gae_tiles(adv, g, k0, k1, T, carry)
         else:
@@ -341,7 +353,9 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
                 for t in range(T - 2, -1, -1):
                     c = a[t] + gn[t] * c
                     a[t] = c
-        _gae_out(run, flat(values)[k0 * T : k1 * T], m, False, run, flat(ret)[k0 * T : k1 * T])
+        s0, s1 = k0 * T, k1 * T
+        run = flat(adv)[s0:s1]
+        _gae_out(run, flat(values)[s0:s1], s1 - s0, False, run, flat(ret)[s0:s1])
         k0 = k1
 
 

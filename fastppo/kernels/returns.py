@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, linked, subroutine
-from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps, tiled
+from fastppo.kernels.gae import (
+    GROUP,
+    block_rows,
+    copy_row,
+    rows_alias,
+    run_rows,
+    scratch_steps,
+    tiled,
+)
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     FEW_RETURNS_BYTES,
@@ -139,7 +147,7 @@ def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no co
 def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1, forwards along a block's rows as one run (vectorised): the
+    Pass 1, forwards along runs of a block's rows (vectorised): the
     bootstrap a cut step uses (0 when terminated, else the final value) into
     ``ret`` and a byte per step into scratch: bit 0 the sum goes on from
     ``G_{t+1}`` (not terminated, and not truncated with final values given),
@@ -189,14 +197,15 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 copy_row(B[j], T, ret[k0 + j])
             k0 = k1
             continue
-        # the block's rows as one run
-        s0, s1 = k0 * T, k1 * T
-        g = flat(ret)[s0:s1]
-        _returns_prep(
-            flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],
-            flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g, flat(m)[: s1 - s0], False,
-            flat(rewards)[s0:s1], g,
-        )  # fmt: skip
+        # runs of the block's rows
+        for a in range(k0, k1, run_rows(T)):
+            s0, s1 = a * T, min(k1, a + run_rows(T)) * T
+            g = flat(ret)[s0:s1]
+            _returns_prep(
+                flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],
+                flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g,
+                flat(m)[s0 - k0 * T : s1 - k0 * T], False, flat(rewards)[s0:s1], g,
+            )  # fmt: skip
         if tiled(rewards, T) and k1 - k0 == L:
             _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret)
         else:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel
+from fastppo.kernels.tiles import flat
 
 # Status codes the sweeps return; nonzero means nothing was written.
 OK = 0
@@ -167,12 +168,6 @@ def few_envs(x, n0, n1, width):  # pragma: no cover - compiled
     """Whether a time-major block ``n0:n1`` of ``x`` (``[T, N]``) is swept flat:
     whole rows, narrower than ``width`` bytes (:data:`FEW_ENVS_BYTES`)."""
     return n0 == 0 and n1 == x.shape[1] and x.shape[1] * x.itemsize < width
-
-
-@inline
-def flat(x):  # pragma: no cover - compiled
-    """A C-contiguous ``[T, N]`` array as its ``T * N`` elements (a view)."""
-    return x.reshape(x.shape[0] * x.shape[1])
 
 
 @kernel(f"i8({ROLLOUT}, b1, b1, i8, i8, i8)", fastmath=frozenset({"reassoc"}))

@@ -22,7 +22,15 @@ import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
 from fastppo.kernels.fastmath import expf32
-from fastppo.kernels.gae import GROUP, block_rows, copy_row, rows_alias, scratch_steps, tiled
+from fastppo.kernels.gae import (
+    GROUP,
+    block_rows,
+    copy_row,
+    rows_alias,
+    run_rows,
+    scratch_steps,
+    tiled,
+)
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     FEW_ENVS_BYTES,
@@ -318,8 +326,8 @@ def vtrace_rows(  # pragma: no cover - compiled
 ):
     """V-trace over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1 runs :func:`vtrace_block`'s row functions along a block's rows as
-    one run (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
+    Pass 1 runs :func:`vtrace_block`'s row functions along runs of a block's
+    rows (steps ``0..T-2`` bootstrap from ``V_{t+1}``, step ``T-1`` from
     ``last_values``); pass 2 is :func:`_vt_back_row`'s step on register
     tiles (envs in the lanes) or, for envs left over, four envs side by side
     with the carry in a register. Where the rows alias
@@ -352,7 +360,9 @@ def vtrace_rows(  # pragma: no cover - compiled
     S = np.empty((L if alias else 0, Tp), rewards.dtype)
     P = np.empty((L if alias else 0, Tp), rewards.dtype)
     carry = np.empty(W, rewards.dtype)
-    nv = np.empty(W * T, rewards.dtype)
+    # the bootstraps of one run (a scratch row's size at least: a larger
+    # allocation lands page-aligned, in the L1 sets of the rows it is read with)
+    nv = np.empty(max(Tp, run_rows(T) * T), rewards.dtype)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
@@ -360,14 +370,16 @@ def vtrace_rows(  # pragma: no cover - compiled
         scratch = alias and k1 - k0 == L
         cws = cwbuf.reshape(W, Tp) if scratch else cwr
         pws = pwbuf.reshape(W, Tp) if scratch else pwr
-        # pass 1 over runs: each scratch row alone, else the block's rows as one
-        for a in range(k0, k1 if scratch else k0 + 1):
-            b = a + 1 if scratch else k1
+        # pass 1 over runs: each scratch row alone, else runs of the block's rows
+        step = 1 if scratch else run_rows(T)
+        for a in range(k0, k1, step):
+            b = min(k1, a + step)
             s0, m = a * T, (b - a) * T
             vs_n = S[a - k0, :T] if scratch else flat(vs)[s0 : s0 + m]
             pg_n = P[a - k0, :T] if scratch else flat(pg_adv)[s0 : s0 + m]
-            cw = cws[a - k0, :T] if scratch else flat(cwr)[:m]
-            pw = pws[a - k0, :T] if scratch else flat(pwr)[:m]
+            w0 = (a - k0) * T  # the run's place in the block's weight rows
+            cw = cws[a - k0, :T] if scratch else flat(cwr)[w0 : w0 + m]
+            pw = pws[a - k0, :T] if scratch else flat(pwr)[w0 : w0 + m]
             # the bootstraps V_{t+1} in one run (last_values at each row's last
             # step), so each row function runs once per run (as two calls, the
             # last step's alone: [128, 4096] 1.8 ms against 1.35, [32, 16384]

@@ -66,6 +66,53 @@ def _few_envs() -> Group:
     )
 
 
+def _short_batch_major(T: int) -> list[Group]:
+    """Batch-major ``[N, T]`` rollouts of a few steps (many envs, short
+    horizons, as torchrl and tianshou hand them over), beside the same data
+    time-major: issue 12 asks at most 1.5x."""
+    import fastppo
+
+    N = FEW_STEPS // T
+    r, v, lv, te, blp, tlp = _inputs(T, N)
+
+    def bm(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a.T).T
+
+    a, b = np.empty_like(r), np.empty_like(r)
+    fa, fb = np.asfortranarray(a), np.asfortranarray(b)
+    calls = {
+        "gae": lambda r, v, te, blp, tlp, o: fastppo.gae(r, v, lv, te, out=o),
+        "vtrace": lambda r, v, te, blp, tlp, o: fastppo.vtrace(blp, tlp, r, v, lv, te, out=o),
+        "discounted_returns": lambda r, v, te, blp, tlp, o: (
+            fastppo.discounted_returns(r, lv, te, out=o[0]),
+        ),
+    }
+    out = []
+    for name, call in calls.items():
+        out.append(
+            Group(
+                name=f"{name} [{T}x{N}] float32, batch-major beside time-major",
+                baseline="time-major",
+                impls={
+                    "time-major": partial(call, r, v, te, blp, tlp, (a, b)),
+                    "batch-major [N, T].T": partial(
+                        call, bm(r), bm(v), bm(te), bm(blp), bm(tlp), (fa, fb)
+                    ),
+                },
+                check=_same_bits,
+                target="batch-major <= 1.5x time-major",
+            )
+        )
+    return out
+
+
+def _same_bits(results: dict[str, Any]) -> None:
+    first, *rest = results.values()
+    for res in rest:
+        for x, y in zip(first, res):
+            assert np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes()
+
+
 def numpy_gae(r, v, lv, te, gamma=GAMMA, lam=LAM):
     """Stable-Baselines3's loop: over T, vectorised across envs."""
     T = r.shape[0]
@@ -199,4 +246,6 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
     )
     if full:
         out.append(_few_envs())
+        for T in (8, 32):
+            out.extend(_short_batch_major(T))
     return out
