@@ -159,15 +159,8 @@ def _vt_back_flat(cw, pw, v, W, dd, vs, pg):  # pragma: no cover - compiled
         k = m - 1 - j
         if W != 1:
             x = dd[k + W]
-        c = cw[k]
-        p = pw[k]
-        dc = c * x if c != 0 else zero
-        pc = p * x if p != 0 else zero
-        diff = vs[k] + dc
-        pg[k] += pc
-        dd[k] = diff
-        x = diff
-        vs[k] = v[k] + diff
+        x, vs[k], pg[k] = _vt_back(x, cw[k], pw[k], vs[k], pg[k], v[k], zero)
+        dd[k] = x
 
 
 @inline
