@@ -359,7 +359,7 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
         k0 = k1
 
 
-@inline
+@subroutine
 def _gae_prep(ro, options, gamma, gamma_lambda, k0, k1, T, a, gn):  # pragma: no cover - compiled
     """Pass 1 of :func:`gae_rows` for envs ``k0:k1``, their rows as one run:
     ``delta`` into ``a``, the trace factor into ``gn`` (runs of ``(k1 - k0) *
