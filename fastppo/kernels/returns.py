@@ -108,7 +108,7 @@ def _returns_flat(ro, options, gamma, ret):  # pragma: no cover - compiled
         rs, G = r[k0:k1], g[k0 : k1 + N]
         _returns_prep(
             te[k0:k1], tr[k0:k1], fv[k0:k1], ok[k0:k1], final_mask, all_valid, m, G, mn,
-            False, rs, G,
+            np.bool_(False), rs, G,
         )  # fmt: skip
         if N == 1:
             _returns_chain(rs, mn, gamma, m, G[m], G)
@@ -186,7 +186,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 n = k0 + j
                 _returns_prep(
                     terminated[n], truncated[n], final_values[n], valid[n], final_mask,
-                    all_valid, T, B[j], ms[j], True, rewards[n], R[j],
+                    all_valid, T, B[j], ms[j], np.bool_(True), rewards[n], R[j],
                 )  # fmt: skip
             # typed as the non-scratch call is (read-only rewards, int64 rows),
             # so _returns_tiles keeps one variant per dtype
@@ -204,7 +204,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
             _returns_prep(
                 flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],
                 flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g,
-                flat(m)[s0 - k0 * T : s1 - k0 * T], False, flat(rewards)[s0:s1], g,
+                flat(m)[s0 - k0 * T : s1 - k0 * T], np.bool_(False), flat(rewards)[s0:s1], g,
             )  # fmt: skip
         if tiled(rewards, T) and k1 - k0 == L:
             _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret)
@@ -220,11 +220,12 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
         k0 = k1
 
 
-@inline
+@subroutine
 def _returns_prep(te, tr, fv, ok, final_mask, all_valid, T, g, mn, copy, r, rc):  # pragma: no cover
-    """Pass 1 of :func:`returns_rows` for one env: its bootstraps into ``g``,
-    its step bytes into ``mn``, and if ``copy`` (a constant at each call) its
-    rewards ``r`` into ``rc``, in the same loop."""
+    """Pass 1 of :func:`returns_rows` over a run of ``T`` steps: the bootstraps
+    into ``g``, the step bytes into ``mn``, and if ``copy`` the rewards ``r``
+    into ``rc``, in the same loop (``copy`` a ``np.bool_``, not a literal, so
+    this keeps one compiled variant per dtype)."""
     zero = g.dtype.type(0)
     one = np.uint8(1)
     for t in range(T):
