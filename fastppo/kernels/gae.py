@@ -342,17 +342,7 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
         if tiled(rewards, T) and k1 - k0 == L:
             _gae_tiles(adv, g, k0, k1, T, carry)
         else:
-            j = k0
-            while j + GROUP <= k1:
-                _chains4(g[j - k0 : j - k0 + GROUP], adv[j : j + GROUP])
-                j += GROUP
-            for n in range(j, k1):
-                a = adv[n]
-                gn = g[n - k0]
-                c = a[T - 1]
-                for t in range(T - 2, -1, -1):
-                    c = a[t] + gn[t] * c
-                    a[t] = c
+            _chains(g[: k1 - k0], adv[k0:k1])
         s0, s1 = k0 * T, k1 * T
         run = flat(adv)[s0:s1]
         _gae_out(run, flat(values)[s0:s1], s1 - s0, False, run, flat(ret)[s0:s1])
@@ -423,18 +413,28 @@ def _gae_tiles(adv, g, k0, k1, T, carry):  # pragma: no cover - compiled
 
 
 @subroutine
-def _chains4(g, adv):  # pragma: no cover - compiled
-    """Pass 2 of :func:`gae_rows` for four envs at once (four independent chains)."""
-    T = adv.shape[1]
-    a0, a1, a2, a3 = adv[0], adv[1], adv[2], adv[3]
-    g0, g1, g2, g3 = g[0], g[1], g[2], g[3]
-    c0, c1, c2, c3 = a0[T - 1], a1[T - 1], a2[T - 1], a3[T - 1]
-    for t in range(T - 2, -1, -1):
-        c0 = a0[t] + g0[t] * c0
-        c1 = a1[t] + g1[t] * c1
-        c2 = a2[t] + g2[t] * c2
-        c3 = a3[t] + g3[t] * c3
-        a0[t] = c0
-        a1[t] = c1
-        a2[t] = c2
-        a3[t] = c3
+def _chains(g, adv):  # pragma: no cover - compiled
+    """Pass 2 of :func:`gae_rows` for the envs (rows) of ``adv``: four at once
+    (independent chains), then those left over one at a time."""
+    n, T = adv.shape
+    whole = n - n % GROUP
+    for e in range(0, whole, GROUP):
+        a0, a1, a2, a3 = adv[e], adv[e + 1], adv[e + 2], adv[e + 3]
+        g0, g1, g2, g3 = g[e], g[e + 1], g[e + 2], g[e + 3]
+        c0, c1, c2, c3 = a0[T - 1], a1[T - 1], a2[T - 1], a3[T - 1]
+        for t in range(T - 2, -1, -1):
+            c0 = a0[t] + g0[t] * c0
+            c1 = a1[t] + g1[t] * c1
+            c2 = a2[t] + g2[t] * c2
+            c3 = a3[t] + g3[t] * c3
+            a0[t] = c0
+            a1[t] = c1
+            a2[t] = c2
+            a3[t] = c3
+    for e in range(whole, n):
+        a = adv[e]
+        gn = g[e]
+        c = a[T - 1]
+        for t in range(T - 2, -1, -1):
+            c = a[t] + gn[t] * c
+            a[t] = c

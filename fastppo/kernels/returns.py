@@ -209,14 +209,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
         if tiled(rewards, T) and k1 - k0 == L:
             _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret)
         else:
-            j = k0
-            while j + GROUP <= k1:
-                k = j + GROUP
-                _returns_chains4(rewards[j:k], last_values[j:k], m[j - k0 :], gamma, ret[j:k])
-                j = k
-            for n in range(j, k1):
-                c = last_values[n]
-                _returns_chain(rewards[n], m[n - k0], gamma, T, c, ret[n])
+            _returns_chains(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1])
         k0 = k1
 
 
@@ -266,24 +259,29 @@ def _returns_tiles(rewards, last, m, gamma, k0, k1, T, carry, ret):  # pragma: n
 
 
 @linked
-def _returns_chains4(rewards, last, m, gamma, ret):  # pragma: no cover - compiled
-    """Pass 2 of :func:`returns_rows` for four envs at once (four independent chains)."""
-    T = rewards.shape[1]
+def _returns_chains(rewards, last, m, gamma, ret):  # pragma: no cover - compiled
+    """Pass 2 of :func:`returns_rows` for the envs (rows) of ``ret``: four at
+    once (independent chains), then those left over one at a time."""
+    n, T = rewards.shape
     zero = rewards.dtype.type(0)
-    r0, r1, r2, r3 = rewards[0], rewards[1], rewards[2], rewards[3]
-    g0, g1, g2, g3 = ret[0], ret[1], ret[2], ret[3]
-    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
-    c0, c1, c2, c3 = last[0], last[1], last[2], last[3]
-    for t in range(T - 1, -1, -1):
-        x0 = r0[t] + gamma * (c0 if m0[t] & 1 else g0[t])
-        x1 = r1[t] + gamma * (c1 if m1[t] & 1 else g1[t])
-        x2 = r2[t] + gamma * (c2 if m2[t] & 1 else g2[t])
-        x3 = r3[t] + gamma * (c3 if m3[t] & 1 else g3[t])
-        c0 = x0 if m0[t] & 2 else zero
-        c1 = x1 if m1[t] & 2 else zero
-        c2 = x2 if m2[t] & 2 else zero
-        c3 = x3 if m3[t] & 2 else zero
-        g0[t] = c0
-        g1[t] = c1
-        g2[t] = c2
-        g3[t] = c3
+    whole = n - n % GROUP
+    for e in range(0, whole, GROUP):
+        r0, r1, r2, r3 = rewards[e], rewards[e + 1], rewards[e + 2], rewards[e + 3]
+        g0, g1, g2, g3 = ret[e], ret[e + 1], ret[e + 2], ret[e + 3]
+        m0, m1, m2, m3 = m[e], m[e + 1], m[e + 2], m[e + 3]
+        c0, c1, c2, c3 = last[e], last[e + 1], last[e + 2], last[e + 3]
+        for t in range(T - 1, -1, -1):
+            x0 = r0[t] + gamma * (c0 if m0[t] & 1 else g0[t])
+            x1 = r1[t] + gamma * (c1 if m1[t] & 1 else g1[t])
+            x2 = r2[t] + gamma * (c2 if m2[t] & 1 else g2[t])
+            x3 = r3[t] + gamma * (c3 if m3[t] & 1 else g3[t])
+            c0 = x0 if m0[t] & 2 else zero
+            c1 = x1 if m1[t] & 2 else zero
+            c2 = x2 if m2[t] & 2 else zero
+            c3 = x3 if m3[t] & 2 else zero
+            g0[t] = c0
+            g1[t] = c1
+            g2[t] = c2
+            g3[t] = c3
+    for e in range(whole, n):
+        _returns_chain(rewards[e], m[e], gamma, T, last[e], ret[e])

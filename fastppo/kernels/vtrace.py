@@ -332,7 +332,6 @@ def vtrace_rows(  # pragma: no cover - compiled
     behavior_logp, target_logp = ro[7], ro[8]
     T = rewards.shape[1]
     dt = rewards.dtype.type
-    zero = dt(0)
     rho_bar = dt(rho_bar_)
     c_bar = dt(c_bar_)
     pg_rho_bar = dt(pg_rho_bar_)
@@ -406,13 +405,7 @@ def vtrace_rows(  # pragma: no cover - compiled
         elif tiled(rewards, T) and k1 - k0 == L:
             _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg_adv)
         else:
-            j = k0
-            while j + GROUP <= k1:
-                k = j + GROUP
-                _vt_chains4(cws[j - k0 :], pws[j - k0 :], values[j:k], vs[j:k], pg_adv[j:k])
-                j = k
-            for n in range(j, k1):
-                _vt_chain(cws[n - k0], pws[n - k0], values[n], T, zero, vs[n], pg_adv[n])
+            _vt_chains(cws, pws, values[k0:k1], vs[k0:k1], pg_adv[k0:k1])
         k0 = k1
 
 
@@ -443,18 +436,23 @@ def _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg):  # pragma: no cover -
 
 
 @subroutine
-def _vt_chains4(cw, pw, values, vs, pg):  # pragma: no cover - compiled
-    """Pass 2 of :func:`vtrace_rows` for four envs at once (four independent chains)."""
-    T = values.shape[1]
+def _vt_chains(cw, pw, values, vs, pg):  # pragma: no cover - compiled
+    """Pass 2 of :func:`vtrace_rows` for the envs (rows) of ``vs``: four at
+    once (independent chains), then those left over one at a time."""
+    n, T = values.shape
     zero = values.dtype.type(0)
-    c0, c1, c2, c3 = cw[0], cw[1], cw[2], cw[3]
-    p0, p1, p2, p3 = pw[0], pw[1], pw[2], pw[3]
-    v0, v1, v2, v3 = values[0], values[1], values[2], values[3]
-    s0, s1, s2, s3 = vs[0], vs[1], vs[2], vs[3]
-    g0, g1, g2, g3 = pg[0], pg[1], pg[2], pg[3]
-    x0 = x1 = x2 = x3 = zero
-    for t in range(T - 1, -1, -1):
-        x0, s0[t], g0[t] = _vt_back(x0, c0[t], p0[t], s0[t], g0[t], v0[t], zero)
-        x1, s1[t], g1[t] = _vt_back(x1, c1[t], p1[t], s1[t], g1[t], v1[t], zero)
-        x2, s2[t], g2[t] = _vt_back(x2, c2[t], p2[t], s2[t], g2[t], v2[t], zero)
-        x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
+    whole = n - n % GROUP
+    for e in range(0, whole, GROUP):
+        c0, c1, c2, c3 = cw[e], cw[e + 1], cw[e + 2], cw[e + 3]
+        p0, p1, p2, p3 = pw[e], pw[e + 1], pw[e + 2], pw[e + 3]
+        v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
+        s0, s1, s2, s3 = vs[e], vs[e + 1], vs[e + 2], vs[e + 3]
+        g0, g1, g2, g3 = pg[e], pg[e + 1], pg[e + 2], pg[e + 3]
+        x0 = x1 = x2 = x3 = zero
+        for t in range(T - 1, -1, -1):
+            x0, s0[t], g0[t] = _vt_back(x0, c0[t], p0[t], s0[t], g0[t], v0[t], zero)
+            x1, s1[t], g1[t] = _vt_back(x1, c1[t], p1[t], s1[t], g1[t], v1[t], zero)
+            x2, s2[t], g2[t] = _vt_back(x2, c2[t], p2[t], s2[t], g2[t], v2[t], zero)
+            x3, s3[t], g3[t] = _vt_back(x3, c3[t], p3[t], s3[t], g3[t], v3[t], zero)
+    for e in range(whole, n):
+        _vt_chain(cw[e], pw[e], values[e], T, zero, vs[e], pg[e])
