@@ -304,8 +304,7 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
     rows alias (:func:`rows_alias`), a tile's deltas go to scratch rows
     instead of ``adv``, its tiles run there, and pass 3 writes ``adv`` as well.
     """
-    values = ro[1]
-    rewards = ro[0]
+    rewards, values = ro[0], ro[1]
     T = rewards.shape[1]
     L = lanes(rewards)
     W = block_rows(rewards, 2**62, T)

@@ -174,9 +174,9 @@ def few_envs(x, n0, n1, width):  # pragma: no cover - compiled
 def check_rows(ro, has_values, has_logp, options, t0, t1):  # pragma: no cover - compiled
     """Bit mask (bit ``code``) of the inputs with a non-finite entry in rows ``t0:t1``.
 
-    All arrays are checked together, forwards, ``CHUNK`` rows at a time (more
-    for rows of few envs: ``FLAT_CHUNK`` elements; each
-    array's rows of a chunk are one contiguous run): the last rows checked
+    All arrays are checked together, forwards, ``CHUNK`` rows at a time, or
+    ``FLAT_CHUNK`` elements' worth of rows of few envs (each array's rows of
+    a chunk are one contiguous run): the last rows checked
     are the first the backward sweep reads, and they are still in cache when
     it starts. ``reassoc``: see :func:`_row_bad`.
     """

@@ -17,6 +17,9 @@ the tile of rows ``k .. k + L``, steps ``t0 .. t0 + L`` (rows ``kw ..``,
 columns ``tw ..`` of the per-block scratch); the caller guarantees those
 rows and steps exist (:func:`lanes` says ``L``). ``carry`` (``[L]``) holds the recurrence's
 value after the tile's last step and receives the one at its first step.
+
+The module also holds the two view intrinsics the sweeps share:
+:data:`readonly` and :data:`flat`.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ readonly: Any = _readonly
 def _flat(typingctx: Any, a: Any):
     """A C-contiguous 2-D ``a`` as its ``a.size`` elements (a view, as
     ``a.reshape(a.size)``; that one calls out to check the layout at run time:
-    12 ns against 2)."""
+    12 ns against 1)."""
     if not (isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C"):
         return None
     rty = a.copy(ndim=1)
