@@ -286,6 +286,16 @@ def scratch_steps(x, T):  # pragma: no cover - compiled
 
 
 @inline
+def block_scratch(W, T, Tp, dtype):  # pragma: no cover - compiled
+    """Scratch rows of a batch-major block, one buffer seen two ways: ``W``
+    rows of ``Tp`` (padded, for the tiles that run on scratch rows where the
+    caller's rows alias) and ``W`` rows of ``T`` (whose block is one run, as
+    the caller's rows are, for pass 1's runs)."""
+    buf = np.empty(W * Tp, dtype)
+    return buf.reshape(W, Tp), buf[: W * T].reshape(W, T)
+
+
+@inline
 def copy_row(src, T, dst):  # pragma: no cover - compiled
     """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
     for t in range(T):
@@ -312,10 +322,7 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
     # padded scratch rows only where the caller's rows alias: beside them,
     # the trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
     Tp = scratch_steps(rewards, T) if alias else T
-    # the trace factors: padded rows beside scratch rows, else rows of T
-    # (whose block is one run, as the caller's rows are)
-    gbuf = np.empty(W * Tp, dtype=rewards.dtype)
-    gs, g = gbuf.reshape(W, Tp), gbuf[: W * T].reshape(W, T)
+    gs, g = block_scratch(W, T, Tp, rewards.dtype)  # the trace factors
     D = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.zeros(W, dtype=rewards.dtype)
     k0 = n0
@@ -332,8 +339,9 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
                 _gae_out(D[j], values[n], T, True, adv[n], ret[n])
             k0 = k1
             continue
-        for a in range(k0, k1, run_rows(T)):
-            b = min(k1, a + run_rows(T))
+        step = run_rows(T)
+        for a in range(k0, k1, step):
+            b = min(k1, a + step)
             _gae_prep(
                 ro, options, gamma, gamma_lambda, a, b, T, flat(adv)[a * T : b * T],
                 flat(g)[(a - k0) * T : (b - k0) * T],

@@ -13,6 +13,7 @@ from fastppo._jit import inline, kernel, linked, subroutine
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
+    block_scratch,
     copy_row,
     rows_alias,
     run_rows,
@@ -167,10 +168,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     W = block_rows(rewards, 2**62, T)
     alias = rows_alias(rewards, 2048)
     Tp = scratch_steps(rewards, T) if alias else T
-    # the step bytes: padded rows beside scratch rows, else rows of T (whose
-    # block is one run, as the caller's rows are)
-    mbuf = np.empty(W * Tp, dtype=np.uint8)
-    ms, m = mbuf.reshape(W, Tp), mbuf[: W * T].reshape(W, T)
+    ms, m = block_scratch(W, T, Tp, np.uint8)  # the step bytes
     R = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     B = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
     carry = np.empty(W, dtype=rewards.dtype)
@@ -198,8 +196,9 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
             k0 = k1
             continue
         # runs of the block's rows
-        for a in range(k0, k1, run_rows(T)):
-            s0, s1 = a * T, min(k1, a + run_rows(T)) * T
+        step = run_rows(T)
+        for a in range(k0, k1, step):
+            s0, s1 = a * T, min(k1, a + step) * T
             g = flat(ret)[s0:s1]
             _returns_prep(
                 flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],

@@ -25,6 +25,7 @@ from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
+    block_scratch,
     copy_row,
     rows_alias,
     run_rows,
@@ -343,11 +344,8 @@ def vtrace_rows(  # pragma: no cover - compiled
     W = block_rows(rewards, 2**62, T)
     alias = rows_alias(rewards, 2048)
     Tp = scratch_steps(rewards, T) if alias else T
-    # the weights: padded rows beside scratch rows, else rows of T (whose
-    # block is one run, as the caller's rows are)
-    cwbuf = np.empty(W * Tp, rewards.dtype)
-    pwbuf = np.empty(W * Tp, rewards.dtype)
-    cwr, pwr = cwbuf[: W * T].reshape(W, T), pwbuf[: W * T].reshape(W, T)
+    cwp, cwr = block_scratch(W, T, Tp, rewards.dtype)  # the carry weights
+    pwp, pwr = block_scratch(W, T, Tp, rewards.dtype)
     V = np.empty((L if alias else 0, Tp), rewards.dtype)
     S = np.empty((L if alias else 0, Tp), rewards.dtype)
     P = np.empty((L if alias else 0, Tp), rewards.dtype)
@@ -360,8 +358,8 @@ def vtrace_rows(  # pragma: no cover - compiled
         k1 = k0 + block_rows(rewards, n1 - k0, T)
         # pass 2 on scratch rows: the values copied, vs and pg from pass 1
         scratch = alias and k1 - k0 == L
-        cws = cwbuf.reshape(W, Tp) if scratch else cwr
-        pws = pwbuf.reshape(W, Tp) if scratch else pwr
+        cws = cwp if scratch else cwr
+        pws = pwp if scratch else pwr
         # pass 1 over runs: each scratch row alone, else runs of the block's rows
         step = 1 if scratch else run_rows(T)
         for a in range(k0, k1, step):
