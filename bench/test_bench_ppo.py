@@ -166,3 +166,16 @@ def test_end_to_end_cartpole_vs_cleanrl(benchmark):
         f"\nCartPole {steps} steps: fastppo {t_ours:.1f} s, CleanRL-style torch "
         f"{t_theirs:.1f} s, ratio {ratio:.2f}x (target >= 2x)"
     )
+
+
+def test_gemm_floor_counts_the_products_of_an_update_and_a_forward() -> None:
+    """bench/gemm_floors.py: 8 products per network for an update (3 forward,
+    3 weight gradients, 2 input gradients), 3 for a forward, each conformable."""
+    from gemm_floors import shapes
+
+    update = shapes(256, 4, 64, (2, 1), True)
+    assert len(update) == 16 and len(shapes(4096, 17, 256, (6,), False)) == 3
+    assert all(sa[1] == sb[0] for sa, sb in update)
+    # every weight gradient has its layer's weight shape; rows are the minibatch
+    weights = {(4, 64), (64, 64), (64, 2), (64, 1)}
+    assert {(sa[0], sb[1]) for sa, sb in update if sa[1] == 256} == weights
