@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastppo import _checks as C
 from fastppo._checks import all_finite_1d
@@ -88,3 +90,37 @@ def test_any_set_where_clear_agrees_with_numpy(shape, orders):
         want = bool(((a != 0) & (b == 0)).any())
         assert want == (hit is not None)
         assert C.any_set_where_clear(a, b) is want
+
+
+def _views(base: np.ndarray, draw_ints) -> np.ndarray:
+    """A view of ``base`` reshaped to 2-D, sliced with steps that may be negative."""
+    rows = draw_ints(1, 6)
+    v = base[: (base.size // rows) * rows].reshape(rows, -1)
+    r0, r1 = sorted((draw_ints(0, v.shape[0]), draw_ints(0, v.shape[0])))
+    c0, c1 = sorted((draw_ints(0, v.shape[1]), draw_ints(0, v.shape[1])))
+    v = v[r0 : r1 : draw_ints(1, 3), c0 : c1 : draw_ints(1, 3)]
+    if draw_ints(0, 1):
+        v = v[::-1]
+    if draw_ints(0, 1):
+        v = v[:, ::-1]
+    if draw_ints(0, 1):
+        v = v.T
+    return v
+
+
+@given(st.data())
+@settings(max_examples=400, deadline=None)
+def test_the_overlap_rule_is_numpys_bounds_test(data):
+    """``fast.may_share_memory`` (the one overlap rule, in C) answers as
+    ``np.may_share_memory`` on views of one buffer: empty, reversed, strided,
+    transposed, broadcast and of another dtype."""
+    from fastppo._fastpath import fast
+
+    base = np.zeros(96, np.float32)
+    ints = lambda lo, hi: data.draw(st.integers(lo, hi))  # noqa: E731
+    a = _views(base, ints)
+    b = _views(base.view(np.uint8) if ints(0, 1) else base, ints)
+    if ints(0, 3) == 0:
+        b = np.broadcast_to(b[:1, :1], (3, 2)) if b.size else b
+    assert fast.may_share_memory(a, b) == np.may_share_memory(a, b)
+    assert fast.may_share_memory(a, np.zeros(3, np.float32)) is False
