@@ -22,9 +22,14 @@ from typing import Any, NoReturn
 import numpy as np
 
 from fastppo import _dispatch
-from fastppo._fastpath import fast
+from fastppo._cy import missing
 from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
+
+try:  # the extension alone: _fastpath would also load the sweep kernels (0.2 s)
+    from fastppo._cy._fast import may_share_memory
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise missing("_fast") from e
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _FLAG_KINDS = "bu"  # bool, unsigned ints (uint8); floats are checked separately
@@ -405,7 +410,7 @@ def check_out_pair(
         )
     a = check_out(fn, f"out[0] ({names[0]})", out[0], shapes[0], dtypes[0], contiguous)
     b = check_out(fn, f"out[1] ({names[1]})", out[1], shapes[1], dtypes[1], contiguous)
-    if fast.may_share_memory(a, b):
+    if may_share_memory(a, b):
         fail(fn, "out", "two non-overlapping arrays", "arrays that share memory")
     return a, b
 
@@ -416,12 +421,12 @@ def check_no_overlap(fn: str, outs: tuple[np.ndarray, ...], inputs: dict[str, An
     ``inputs`` may hold the caller's arguments as given: only arrays can share
     memory, so ``None``, scalars and lists are skipped. The test is
     ``np.may_share_memory``'s bounds test, made in C by the rule the fast
-    path applies (``fast.may_share_memory``; numpy's call costs 7x more, and
+    path applies (``_fast.may_share_memory``; numpy's call costs 7x more, and
     ``out=`` made a small call slower than allocating).
     """
     for o in outs:
         for name, a in inputs.items():
-            if isinstance(a, np.ndarray) and fast.may_share_memory(o, a):
+            if isinstance(a, np.ndarray) and may_share_memory(o, a):
                 fail(fn, "out", f"not to overlap the input {name!r}", "a buffer that shares memory")
 
 

@@ -9,15 +9,13 @@ or loaded on first use.
 
 from __future__ import annotations
 
+from fastppo._cy import missing
 from fastppo.kernels import sweep as _ka
 
 try:
     from fastppo._cy import _fast as fast
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
-    raise ImportError(
-        "fastppo needs the compiled extension fastppo._cy._fast, which is missing or stale; "
-        "build it with `pip install -e .` (rerun after editing a .pyx)"
-    ) from e
+    raise missing("_fast") from e
 
 #: ``np.ascontiguousarray`` for the general path, copying as the fast path does
 c_contiguous = fast.c_contiguous

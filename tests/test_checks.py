@@ -111,10 +111,10 @@ def _views(base: np.ndarray, draw_ints) -> np.ndarray:
 @given(st.data())
 @settings(max_examples=400, deadline=None)
 def test_the_overlap_rule_is_numpys_bounds_test(data):
-    """``fast.may_share_memory`` (the one overlap rule, in C) answers as
+    """``_fast.may_share_memory`` (the one overlap rule, in C) answers as
     ``np.may_share_memory`` on views of one buffer: empty, reversed, strided,
     transposed, broadcast and of another dtype."""
-    from fastppo._fastpath import fast
+    from fastppo._cy._fast import may_share_memory
 
     base = np.zeros(96, np.float32)
     ints = lambda lo, hi: data.draw(st.integers(lo, hi))  # noqa: E731
@@ -122,5 +122,21 @@ def test_the_overlap_rule_is_numpys_bounds_test(data):
     b = _views(base.view(np.uint8) if ints(0, 1) else base, ints)
     if ints(0, 3) == 0:
         b = np.broadcast_to(b[:1, :1], (3, 2)) if b.size else b
-    assert fast.may_share_memory(a, b) == np.may_share_memory(a, b)
-    assert fast.may_share_memory(a, np.zeros(3, np.float32)) is False
+    assert may_share_memory(a, b) == np.may_share_memory(a, b)
+    assert may_share_memory(a, np.zeros(3, np.float32)) is False
+
+
+@pytest.mark.parametrize("module", ["fastppo._checks", "fastppo._fastpath", "fastppo.stats"])
+def test_a_missing_extension_says_how_to_build_it(module):
+    """Every importer of a Cython extension raises the one message (``_cy.missing``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['fastppo._cy._fast'] = None; "
+        "sys.modules['fastppo._cy._stats'] = None\n"
+        f"try:\n    import {module}\nexcept ImportError as e:\n    print(e)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "fastppo needs the compiled extension fastppo._cy._" in out.stdout
+    assert "pip install -e ." in out.stdout

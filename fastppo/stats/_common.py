@@ -15,15 +15,13 @@ from fastppo._checks import (
     check_range,
     fail,
 )
+from fastppo._cy import missing
 from fastppo._jit import num_threads
 
 try:
     from fastppo._cy import _stats as cy  # noqa: F401 - used by running.py and returns.py
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
-    raise ImportError(
-        "fastppo.stats needs the compiled extension fastppo._cy._stats, which is missing "
-        "or stale; build it with `pip install -e .` (rerun after editing a .pyx)"
-    ) from e
+    raise missing("_stats") from e
 
 
 # Builtin dtypes are singletons, so ``is`` is the cheapest exact test on the
