@@ -284,7 +284,8 @@ def _gaussian_group(n: int, a: int, torch: Any) -> Group:
         baseline="numpy vectorised",
         impls=impls,
         check=_check_gaussian(mean, log_std),
-        target="fastppo >= 10x torch (ratio(fastppo) / ratio(torch))",
+        # issue 12's goal for the Gaussian (the categorical's is 10x)
+        target="fastppo >= 5x torch (ratio(fastppo) / ratio(torch))",
         bytes_moved=mean.nbytes + act.nbytes + logp.nbytes,
     )
 
