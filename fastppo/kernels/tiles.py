@@ -188,62 +188,70 @@ def _gae_tile(
     return types.void(adv, g, i8, i8, i8, i8, carry, types.boolean), codegen
 
 
-@intrinsic
-def _returns_tile(
-    typingctx: Any,
-    rewards: Any,
-    ret: Any,
-    m: Any,
-    k: Any,
-    t0: Any,
-    kw: Any,
-    tw: Any,
-    gamma: Any,
-    carry: Any,
-):
-    """Discounted returns' pass 2 on a tile: ``G_t = r_t + gamma * (G_{t+1} if
-    m_t & 1 else ret_t)``, 0 unless ``m_t & 2``, written into ``ret``."""
-    if not (
-        _rows2(rewards, ret, m)
-        and rewards.dtype in _FLOATS
-        and ret.dtype == rewards.dtype
-        and m.dtype == types.uint8
-    ):
-        return None
-    n = 512 // rewards.dtype.bitwidth
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        r_, g_, m_, k_, t0_, kw_, tw_, gam_, c_ = args
-        R = _Tile(context, builder, sig.args[0], r_, n)
-        B = _Tile(context, builder, sig.args[1], g_, n)
-        M = _Tile(context, builder, sig.args[2], m_, n)
-        cp = _carry(context, builder, sig.args[8], c_, n)
-        r, boot, mk = R.load(k_, t0_), B.load(k_, t0_), M.load(kw_, tw_)
-        vty = B.vty
-        gam = _splat(builder, gam_, vty)
-        zero = ir.Constant(vty, None)
-        i8v = ir.VectorType(ir.IntType(8), n)
-        one, two, z8 = ir.Constant(i8v, 1), ir.Constant(i8v, 2), ir.Constant(i8v, 0)
-        c = builder.load(cp, align=1)
-        out = [None] * n
-        for i in range(n - 1, -1, -1):
-            goes_on = builder.icmp_unsigned("!=", builder.and_(mk[i], one), z8)
-            ok = builder.icmp_unsigned("!=", builder.and_(mk[i], two), z8)
-            x = builder.fadd(r[i], builder.fmul(gam, builder.select(goes_on, c, boot[i])))
-            out[i] = c = builder.select(ok, x, zero)
-        builder.store(c, cp, align=1)
-        B.store(k_, t0_, out)
-        return context.get_dummy_value()
-
-    i8 = types.int64
-    sig = types.void(rewards, ret, m, i8, i8, i8, i8, rewards.dtype, carry)
-    return sig, codegen
-
-
 def _splat(builder: Any, x: Any, vty: Any) -> Any:
     v = ir.Constant(vty, ir.Undefined)
     v = builder.insert_element(v, x, ir.Constant(ir.IntType(32), 0))
     return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), vty.count), None))
+
+
+def _returns_tile_of(boot: bool) -> Any:
+    """The returns' tile intrinsic; ``boot=False`` for calls whose cut steps
+    bootstrap from 0 (no final values): it reads no bootstrap tile."""
+
+    @intrinsic
+    def _returns_tile(
+        typingctx: Any,
+        rewards: Any,
+        ret: Any,
+        m: Any,
+        k: Any,
+        t0: Any,
+        kw: Any,
+        tw: Any,
+        gamma: Any,
+        carry: Any,
+    ):
+        """Discounted returns' pass 2 on a tile: ``G_t = r_t + gamma * (G_{t+1} if
+        m_t & 1 else ret_t)`` (``else 0`` without ``boot``), 0 unless ``m_t &
+        2``, written into ``ret``."""
+        if not (
+            _rows2(rewards, ret, m)
+            and rewards.dtype in _FLOATS
+            and ret.dtype == rewards.dtype
+            and m.dtype == types.uint8
+        ):
+            return None
+        n = 512 // rewards.dtype.bitwidth
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            r_, g_, m_, k_, t0_, kw_, tw_, gam_, c_ = args
+            R = _Tile(context, builder, sig.args[0], r_, n)
+            B = _Tile(context, builder, sig.args[1], g_, n)
+            M = _Tile(context, builder, sig.args[2], m_, n)
+            cp = _carry(context, builder, sig.args[8], c_, n)
+            r, mk = R.load(k_, t0_), M.load(kw_, tw_)
+            vty = B.vty
+            zero = ir.Constant(vty, None)
+            boots = B.load(k_, t0_) if boot else [zero] * n
+            gam = _splat(builder, gam_, vty)
+            i8v = ir.VectorType(ir.IntType(8), n)
+            one, two, z8 = ir.Constant(i8v, 1), ir.Constant(i8v, 2), ir.Constant(i8v, 0)
+            c = builder.load(cp, align=1)
+            out = [None] * n
+            for i in range(n - 1, -1, -1):
+                goes_on = builder.icmp_unsigned("!=", builder.and_(mk[i], one), z8)
+                ok = builder.icmp_unsigned("!=", builder.and_(mk[i], two), z8)
+                x = builder.fadd(r[i], builder.fmul(gam, builder.select(goes_on, c, boots[i])))
+                out[i] = c = builder.select(ok, x, zero)
+            builder.store(c, cp, align=1)
+            B.store(k_, t0_, out)
+            return context.get_dummy_value()
+
+        i8 = types.int64
+        sig = types.void(rewards, ret, m, i8, i8, i8, i8, rewards.dtype, carry)
+        return sig, codegen
+
+    return _returns_tile
 
 
 @intrinsic
@@ -308,6 +316,8 @@ def _vtrace_tile(
 #: intrinsic's call)
 gae_tile: Any = _gae_tile
 #: ``returns_tile(rewards, ret, m, k, t0, kw, tw, gamma, carry)``
-returns_tile: Any = _returns_tile
+returns_tile: Any = _returns_tile_of(True)
+#: the same where every cut step bootstraps from 0: no bootstrap tile read
+returns_tile_cut0: Any = _returns_tile_of(False)
 #: ``vtrace_tile(cw, pw, values, vs, pg, k, t0, kw, tw, carry)``
 vtrace_tile: Any = _vtrace_tile
