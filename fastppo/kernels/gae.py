@@ -59,6 +59,16 @@ def _trace(te, tr, ok, has_valid, gamma_lambda, zero):  # pragma: no cover - com
     return zero if stop != 0 else gamma_lambda
 
 
+@inline
+def _gae_chain(a, g, t_end, c):  # pragma: no cover - compiled
+    """One env's pass 2 over steps ``t_end - 1 .. 0`` from the carry ``c``
+    (``A`` after them): ``A_t = a_t + g_t A_{t+1}``, written into ``a``."""
+    for j in range(t_end):
+        t = t_end - 1 - j
+        c = a[t] + g[t] * c
+        a[t] = c
+
+
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
 def gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
     """GAE over the envs ``n0:n1`` (a time-major rollout of few envs: :func:`_gae_flat`).
@@ -166,11 +176,7 @@ def _gae_flat(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover -
             )  # fmt: skip
             g[i] = _trace(tes[i], trs[i], oks[i], has_valid, gamma_lambda, zero)
         if N == 1:
-            c = As[m]
-            for j in range(m):
-                i = m - 1 - j
-                c = As[i] + g[i] * c
-                As[i] = c
+            _gae_chain(As, g, m, As[m])
         else:
             for j in range(m):
                 i = m - 1 - j
@@ -419,12 +425,7 @@ def _gae_tiles(adv, g, k0, k1, T, carry):  # pragma: no cover - compiled
         for t0 in range(T - L, head - 1, -L):
             gae_tile(adv, g, k0 + s, t0, s, t0, c, t0 == T - L)
         for j in range(L):
-            a = adv[k0 + s + j]
-            gn = g[s + j]
-            x = c[j]
-            for t in range(head - 1, -1, -1):
-                x = a[t] + gn[t] * x
-                a[t] = x
+            _gae_chain(adv[k0 + s + j], g[s + j], head, c[j])
 
 
 @subroutine
@@ -447,9 +448,4 @@ def _chains(g, adv):  # pragma: no cover - compiled
             a2[t] = c2
             a3[t] = c3
     for e in range(whole, n):
-        a = adv[e]
-        gn = g[e]
-        c = a[T - 1]
-        for t in range(T - 2, -1, -1):
-            c = a[t] + gn[t] * c
-            a[t] = c
+        _gae_chain(adv[e], g[e], T - 1, adv[e, T - 1])
