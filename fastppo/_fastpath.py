@@ -21,7 +21,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
 c_contiguous = fast.c_contiguous
 
 # Kinds, as fastppo.kernels.cabi.entry numbers them.
-GAE, VTRACE, RETURNS, CATEGORICAL = range(4)
+GAE, VTRACE, RETURNS, CATEGORICAL, GAUSSIAN = range(5)
 
 
 def _load_entry(kind: int, d: int) -> int:
@@ -34,4 +34,4 @@ _OPTIONS = (_ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
 fast.configure(_load_entry, (*_OPTIONS, _ka.CHECK_ROWS, _ka.STATUS, _ka.BLOCK))
 
 
-__all__ = ["CATEGORICAL", "GAE", "RETURNS", "VTRACE", "c_contiguous", "fast"]
+__all__ = ["CATEGORICAL", "GAE", "GAUSSIAN", "RETURNS", "VTRACE", "c_contiguous", "fast"]

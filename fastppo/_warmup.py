@@ -93,7 +93,7 @@ TASKS: dict[str, tuple[tuple[str, ...], float]] = {
         )
         for dtype in ("", ":float64")
     },
-    "fastppo.kernels.cabi": ((*_SWEEPS, _CAT), 2.5),
+    "fastppo.kernels.cabi": ((*_SWEEPS, _CAT, _GAUSS), 3),
 }
 
 #: What ``pip install`` compiles (``--build``): every task but the float64

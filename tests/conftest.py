@@ -30,7 +30,7 @@ class _NoFastPath:
     def gae(*args: object) -> None:
         return None
 
-    vtrace = discounted_returns = sample_categorical = gae
+    vtrace = discounted_returns = sample_categorical = sample_gaussian = gae
 
 
 @pytest.fixture
@@ -66,10 +66,11 @@ def force_parallel_sweeps(
 def no_fast_path(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Switch off the Cython fast path in the public modules (general path only)."""
     from fastppo import advantages
-    from fastppo.sampling import categorical
+    from fastppo.sampling import categorical, gaussian
 
     def off() -> None:
         monkeypatch.setattr(advantages, "_fast", _NoFastPath)
         monkeypatch.setattr(categorical, "_fast", _NoFastPath)
+        monkeypatch.setattr(gaussian, "_fast", _NoFastPath)
 
     return off

@@ -289,7 +289,114 @@ def test_categorical_fast_path_hands_unusual_calls_back():
     assert (a == -7).all()
 
 
-@pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(4), range(2))))
+def _gaussian_calls(mu, ls):
+    """``sample_gaussian`` over the log-std forms, flags and ``out=``."""
+    n = mu.shape[0]
+    distinct = (ls + 0.01 * np.arange(n, dtype=mu.dtype)[:, None]).astype(mu.dtype)
+    forms = {
+        "[A]": ls,
+        "[N, A] copies": np.ascontiguousarray(np.broadcast_to(ls, mu.shape)),
+        "[N, A] view": np.broadcast_to(ls, mu.shape),
+        "[N, A] per env": distinct,
+    }
+    calls = {}
+    for name, lsf in forms.items():
+        for squash, det, with_out in itertools.product((False, True), repeat=3):
+            key = f"{name}-squash{squash}-det{det}-out{with_out}"
+
+            def call(lsf=lsf, squash=squash, det=det, with_out=with_out):
+                out = None
+                if with_out:
+                    out = (np.full(mu.shape, -7.0, np.float32), np.full(n, -7.0, np.float32))
+                return fastppo.sample_gaussian(
+                    mu, lsf, seed=2**63 + 5, counter=11, env_offset=3, squash=squash,
+                    deterministic=det, out=out,
+                )  # fmt: skip
+
+            calls[key] = call
+    return calls
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 4), (37, 6), (130, 1), (65, 9)])
+def test_gaussian_fast_path_equals_general_path(dt, shape, no_fast_path):
+    rng = np.random.default_rng(10)
+    mu = rng.standard_normal(shape).astype(dt)
+    ls = (0.3 * rng.standard_normal(shape[1]) - 0.5).astype(dt)
+    fast = {k: f() for k, f in _gaussian_calls(mu, ls).items()}
+    no_fast_path()
+    for k, f in _gaussian_calls(mu, ls).items():
+        (ga, gl), (wa, wl) = fast[k], f()
+        assert ga.dtype == wa.dtype == np.float32 and gl.dtype == wl.dtype == np.float32, k
+        np.testing.assert_array_equal(ga, wa, err_msg=k)
+        np.testing.assert_array_equal(gl, wl, err_msg=k)
+
+
+def test_gaussian_fast_path_takes_the_common_forms_and_hands_the_rest_back():
+    rng = np.random.default_rng(5)
+    mu = rng.standard_normal((6, 3)).astype(np.float32)
+    ls = np.full(3, -0.5, np.float32)
+    act, lp = np.empty((6, 3), np.float32), np.empty(6, np.float32)
+    ro = mu.copy()
+    ro.flags.writeable = False
+    taken = {
+        "[A]": (mu, ls, 1, 2, 0, False, False, (act, lp)),
+        "[N, A]": (mu, np.tile(ls, (6, 1)), 1, 2, 0, True, False, None),
+        "broadcast view": (mu, np.broadcast_to(ls, mu.shape), 1, 2, 0, False, True, None),
+        "read-only mean": (ro, ls, 1, 2, 0, False, False, None),
+    }
+    for why, args in taken.items():
+        assert _fast.sample_gaussian(*args) is not None, why
+    bad = mu.copy()
+    bad[4, 1] = np.inf
+    big = np.zeros((_dispatch.PARALLEL_MIN_GAUSSIAN, 1), np.float32)
+    refused = {
+        "list mean": (mu.tolist(), ls, 1, 2, 0, False, False, None),
+        "float16 mean": (mu.astype(np.float16), ls.astype(np.float16), 1, 2, 0, False, False, None),
+        "strided mean": (mu[::2], ls, 1, 2, 0, False, False, None),
+        "log_std of another dtype": (mu, ls.astype(np.float64), 1, 2, 0, False, False, None),
+        "log_std [1, A]": (mu, ls[None], 1, 2, 0, False, False, None),
+        "strided log_std": (mu, np.tile(ls, (6, 2))[:, ::2], 1, 2, 0, False, False, None),
+        "negative seed": (mu, ls, -1, 2, 0, False, False, None),
+        "numpy counter": (mu, ls, 1, np.uint64(2), 0, False, False, None),
+        "env_offset past 2**32": (mu, ls, 1, 2, 2**32 - 3, False, False, None),
+        "int squash": (mu, ls, 1, 2, 0, 1, False, None),
+        "numpy bool deterministic": (mu, ls, 1, 2, 0, False, np.bool_(True), None),
+        "float64 actions out": (mu, ls, 1, 2, 0, False, False, (act.astype(np.float64), lp)),
+        "out over the mean": (mu, ls, 1, 2, 0, False, False, (mu, lp)),
+        "out aliasing itself": (mu, ls, 1, 2, 0, False, False, (act, act.reshape(-1)[:6])),
+        "infinite mean": (bad, ls, 1, 2, 0, False, False, (act, lp)),
+        "large batch": (big, ls[:1], 1, 2, 0, False, False, None),
+    }
+    for why, args in refused.items():
+        assert _fast.sample_gaussian(*args) is None, why
+    act[:] = -7
+    with pytest.raises(ValueError, match="env 4"):
+        fastppo.sample_gaussian(bad, ls, seed=1, counter=2, out=(act, lp))
+    assert (act == -7).all()
+
+
+def test_same_rows_is_the_equality_of_every_row_with_the_first():
+    rng = np.random.default_rng(6)
+    for dt in (np.float32, np.float64):
+        row = rng.standard_normal(5).astype(dt)
+        a = np.tile(row, (9, 1))
+        assert _fast.same_rows(a)
+        for i, j in ((1, 0), (8, 4), (5, 2)):
+            b = a.copy()
+            b[i, j] = np.nextafter(b[i, j], dt(np.inf))
+            assert not _fast.same_rows(b), (i, j)
+        z = np.zeros((3, 2), dt)
+        z[1, 1] = -0.0
+        assert _fast.same_rows(z)  # -0 == +0
+        z[:, 0] = np.nan
+        assert not _fast.same_rows(z)  # NaN equals nothing
+    assert not _fast.same_rows(np.zeros((1, 4), np.float32))
+    assert not _fast.same_rows(np.zeros((4, 4), np.float16))
+    assert not _fast.same_rows(np.zeros((4, 8), np.float32)[:, ::2])
+
+
+@pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(5), range(2))))
 def test_c_entries_exist(kind, d):
     from fastppo.kernels import cabi
 
@@ -308,7 +415,9 @@ def test_one_declaration_of_the_c_entries() -> None:
     pyx = (Path(_fast.__file__).parent / "_fast.pyx").read_text()
     c_names = {"F*": "void*", "u8*": "unsigned char*", "i64": "int64_t", "f64": "double"}
     c_names |= {"i64*": "int64_t*", "f32*": "float*"}
-    for kind, name in enumerate(("gae_fn", "vtrace_fn", "returns_fn", "categorical_fn")):
+    names = ("gae_fn", "vtrace_fn", "returns_fn", "categorical_fn", "gaussian_fn")
+    assert len(names) == len(cabi.FUNCS) == len(cabi.ENTRY_ARGS)
+    for kind, name in enumerate(names):
         decl = cabi.ENTRY_ARGS[kind]
         params = list(inspect.signature(cabi.FUNCS[kind]).parameters)
         assert params == [n for n, _ in decl], name

@@ -16,6 +16,7 @@ from scipy import special
 import fastppo
 from fastppo import _dispatch
 from fastppo import sampling as S
+from fastppo._cy._fast import same_rows
 from fastppo.kernels import categorical as K
 from fastppo.kernels import gaussian as KG
 from fastppo.kernels.chunks import CHUNK
@@ -753,10 +754,10 @@ def test_gaussian_log_std_forms_give_the_same_bits(squash: bool) -> None:
     view = np.broadcast_to(ls, mean.shape)
     signed = np.ascontiguousarray(view)
     signed[1::2, 2] = -0.0  # equal by ==, other bits: still the one-row path's bits
-    assert _common._same_rows(signed)
+    assert same_rows(signed)
     per_env = np.ascontiguousarray(view)
     per_env[0] += 0.25  # a different row 0: the per-env loop; rows 1.. are [A]'s
-    assert not _common._same_rows(per_env)
+    assert not same_rows(per_env)
     for form in (view, np.ascontiguousarray(view), signed, per_env):
         got = S.sample_gaussian(mean, form, seed=5, counter=6, squash=squash)
         rows = slice(1, None) if form is per_env else slice(None)

@@ -58,6 +58,17 @@ def sample_categorical(
     deterministic: Any,
     out: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
+def same_rows(a: np.ndarray) -> bool: ...
+def sample_gaussian(
+    mean: Any,
+    log_std: Any,
+    seed: Any,
+    counter: Any,
+    env_offset: Any,
+    squash: Any,
+    deterministic: Any,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray] | None: ...
 def env_step(
     entry: int,
     state: np.ndarray,

@@ -2,7 +2,7 @@
 
 Each entry takes raw pointers plus the shape, rebuilds C-contiguous views
 with ``numba.carray`` (no copy) and calls the kernel in
-:mod:`fastppo.kernels.gae`, ``vtrace``, ``returns`` or ``categorical``, so the
+:mod:`fastppo.kernels.gae`, ``vtrace``, ``returns``, ``categorical`` or ``gaussian``, so the
 arithmetic is the kernels', bit for bit. A sweep whose ``options`` carry
 ``BATCH_MAJOR`` views its arrays as ``[N, T]`` rows and calls the batch-major
 kernel. A sweep's ``options`` may also name one step of a threaded run
@@ -13,7 +13,7 @@ Float arguments are declared as typed pointers; the Cython caller passes
 ``void*`` (the same C ABI) and picks the float32 or float64 entry.
 Flags are ``uint8`` (numpy bool has the same layout). Every entry returns the
 kernel's status code (the sweeps: nonzero means nothing was written; the
-categorical sampler: -1, or the first bad env).
+samplers: -1, or the first bad env).
 
 An entry is compiled (or loaded from the cache) on its first use only, so a
 process pays for the sweeps and dtypes it calls.
@@ -30,6 +30,7 @@ from numba import carray, types
 from fastppo._jit import c_entry, inline
 from fastppo.kernels import categorical as S
 from fastppo.kernels import gae, returns, vtrace
+from fastppo.kernels import gaussian as G
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     BLOCK,
@@ -41,7 +42,7 @@ from fastppo.kernels.sweep import (
 )
 
 #: The C entries' arguments in call order, ``(name, C type)``, per kind (0 gae,
-#: 1 vtrace, 2 discounted_returns, 3 categorical): the one declaration. The
+#: 1 vtrace, 2 discounted_returns, 3 categorical, 4 gaussian): the one declaration. The
 #: Numba signatures are built from it, the entry functions below must take
 #: exactly these parameters, and the ``ctypedef``s of ``fastppo._cy._fast``
 #: must spell the same C types (``tests/test_fastpath.py`` checks both).
@@ -68,6 +69,12 @@ ENTRY_ARGS: tuple[tuple[tuple[str, str], ...], ...] = (
         ("has_mask", "i64"), ("offs", "i64*"), ("s_lo", "i64"), ("s_hi", "i64"),
         ("c_lo", "i64"), ("c_hi", "i64"), ("env_offset", "i64"), ("det", "i64"),
         ("pre", "i64"), ("N", "i64"), ("A", "i64"), ("act", "i64*"), ("logp", "f32*"),
+    ),
+    (
+        ("mu", "F*"), ("kind", "i64"), ("ls", "F*"), ("ls_rows", "i64"), ("s_lo", "i64"),
+        ("s_hi", "i64"), ("c_lo", "i64"), ("c_hi", "i64"), ("env_offset", "i64"),
+        ("squash", "i64"), ("det", "i64"), ("N", "i64"), ("A", "i64"), ("act", "f32*"),
+        ("logp", "f32*"),
     ),
 )  # fmt: skip
 
@@ -195,14 +202,37 @@ def _categorical(  # pragma: no cover - compiled
     )
 
 
-FUNCS = (_gae, _vtrace, _returns, _categorical)
+_gaussian_serial = G.gaussian_serial
+
+
+def _gaussian(  # pragma: no cover - compiled
+    mu, kind, ls, ls_rows, s_lo, s_hi, c_lo, c_hi, env_offset, squash, det, N, A, act, logp,
+):  # fmt: skip
+    # ls_rows 1 with N > 1: one log-std row for every env (state-independent)
+    return _gaussian_serial(
+        carray(mu, (N, A)),
+        0,
+        carray(ls, (ls_rows, A)),
+        0,
+        A,
+        kind,
+        ls_rows == 1 and N != 1,
+        (s_lo, s_hi, c_lo, c_hi, env_offset),
+        squash != 0,
+        det != 0,
+        carray(act, (N, A)),
+        carray(logp, N),
+    )
+
+
+FUNCS = (_gae, _vtrace, _returns, _categorical, _gaussian)
 _POINTERS = (types.CPointer(types.float32), types.CPointer(types.float64))
 
 
 @functools.cache
 def entry(kind: int, d: int) -> Any:
     """The C entry of kernel ``kind`` (0 gae, 1 vtrace, 2 discounted_returns, 3
-    categorical) for dtype ``d`` (0 float32, 1 float64), compiled or loaded from
+    categorical, 4 gaussian) for dtype ``d`` (0 float32, 1 float64), compiled or loaded from
     the cache on first use."""
     return c_entry(signature(kind, _POINTERS[d]))(FUNCS[kind])
 

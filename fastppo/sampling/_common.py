@@ -8,7 +8,7 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import as_array, check_no_overlap, check_out_pair, fail
-from fastppo._fastpath import CATEGORICAL
+from fastppo._fastpath import CATEGORICAL, GAUSSIAN
 from fastppo._fastpath import fast as _fast
 
 _F32 = np.dtype(np.float32)
@@ -31,6 +31,7 @@ _NOMASK_RO.flags.writeable = False
 _OFFS: dict[int, np.ndarray] = {}
 # Below the parallel size, plain numpy calls take the Cython fast path.
 _fast.set_limit(CATEGORICAL, _dispatch.PARALLEL_MIN_LOGITS)
+_fast.set_limit(GAUSSIAN, _dispatch.PARALLEL_MIN_GAUSSIAN)
 
 
 def _offs1(a: int) -> np.ndarray:
@@ -135,25 +136,11 @@ def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.nd
         # alike (the same bits; rows equal by == differ at most in the sign of
         # a zero, which no sum they enter can see).
         ls2 = ls[:1] if ls.strides[0] == 0 else np.ascontiguousarray(ls)
-        if _same_rows(ls2):
+        if _fast.same_rows(ls2):
             ls2 = ls2[:1]
     else:
         fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
     return mu, ls2 if ls2.flags.c_contiguous else np.ascontiguousarray(ls2)
-
-
-def _same_rows(a: np.ndarray) -> bool:
-    """Every row of the C-contiguous ``a`` [N, A] equals the first (==, so a NaN
-    never does): each row against the one before it, as one flat compare.
-
-    Rows 0 and 1 are compared first, so per-env values cost one small compare
-    and only a likely copy pays the full pass (about 6 us at [4096, 6], against
-    the 90 us the per-env exps cost)."""
-    n, w = a.shape
-    if n < 2 or not (a[1] == a[0]).all():
-        return False
-    f = a.reshape(n * w)
-    return bool((f[w:] == f[:-w]).all())
 
 
 def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 
 from fastppo import _dispatch
 from fastppo._checks import fail
+from fastppo._fastpath import fast as _fast
 from fastppo._jit import by_size
 from fastppo.kernels import gaussian as _k
 from fastppo.kernels.gaussian import LOG_STD_LIMIT
@@ -97,6 +98,12 @@ def sample_gaussian(
     even where ``a`` rounds to 1 (Haarnoja et al. 2018).
     Box & Muller, Ann. Math. Statist. 29 (1958) 610-611.
     """
+    # plain numpy (or torch CPU) arrays below the parallel size: the C fast path
+    res = _fast.sample_gaussian(
+        mean, log_std, seed, counter, env_offset, squash, deterministic, out
+    )
+    if res is not None:
+        return res
     fn = "sample_gaussian"
     mu, ls2 = gaussian_params(fn, mean, log_std)
     n, a_dim = mu.shape
