@@ -280,12 +280,12 @@ def rows_alias(x, period):  # pragma: no cover - compiled
     At 4 KiB (``T = 1024`` float32 and its multiples) a register tile's ``L``
     rows fall in one 8-way L1 set, at 2 KiB in two, so the lines one tile
     leaves for the next are evicted before it comes, and how badly depends
-    on where the caller's arrays lie. The batch-major sweeps then run their
-    tiles on scratch rows (:func:`scratch_steps` long) and copy
-    (docs/design.md, "Rows that alias"). Discounted returns and V-trace, whose
-    tiles read three and five arrays, do so from 2 KiB; GAE, whose tiles
-    read two, from 4 KiB (at 2 KiB its scratch cost 3% more than it saved,
-    median of eight placements).
+    on where the caller's arrays lie. GAE and V-trace then run their tiles
+    on scratch rows (:func:`scratch_steps` long) and copy (docs/design.md,
+    "Rows that alias"): V-trace, whose tiles read five arrays, from 2 KiB;
+    GAE, whose tiles read two, from 4 KiB (at 2 KiB its scratch cost 3% more
+    than it saved, median of eight placements). Discounted returns runs
+    half tiles from 2 KiB instead (:mod:`fastppo.kernels.tiles`).
     """
     return x.strides[0] % period == 0
 

@@ -13,11 +13,8 @@ from fastppo._jit import inline, kernel, linked, subroutine
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
-    block_scratch,
-    copy_row,
     rows_alias,
     run_rows,
-    scratch_steps,
     tiled,
 )
 from fastppo.kernels.sweep import (
@@ -32,7 +29,13 @@ from fastppo.kernels.sweep import (
     flat,
     validate,
 )
-from fastppo.kernels.tiles import lanes, readonly, returns_tile, returns_tile_cut0
+from fastppo.kernels.tiles import (
+    lanes,
+    returns_tile,
+    returns_tile_cut0,
+    returns_tile_cut0_narrow,
+    returns_tile_narrow,
+)
 
 
 @inline
@@ -109,7 +112,7 @@ def _returns_flat(ro, options, gamma, ret):  # pragma: no cover - compiled
         rs, G = r[k0:k1], g[k0 : k1 + N]
         _returns_prep(
             te[k0:k1], tr[k0:k1], fv[k0:k1], ok[k0:k1], final_mask, all_valid, m, G, mn,
-            np.bool_(True), np.bool_(False), rs, G,
+            np.bool_(True),
         )  # fmt: skip
         if N == 1:
             _returns_chain(rs, mn, gamma, m, G[m], G, np.bool_(True))
@@ -156,9 +159,8 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     envs left over and short rollouts, four envs side by side): ``G_t = r_t +
     gamma * boot``, 0 on an invalid row -- the time-major sweep's operations.
 
-    Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), a tile's
-    rewards and bootstraps go to scratch rows in pass 1, its tiles run there,
-    and a pass 3 copies the sums to ``ret``.
+    Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), the
+    tiles are 256-bit, half the block's envs each.
     """
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
@@ -166,11 +168,8 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     has_valid = (options & HAS_VALID) != 0
     L = lanes(rewards)
     W = block_rows(rewards, 2**62, T)
-    alias = rows_alias(rewards, 2048)
-    Tp = scratch_steps(rewards, T) if alias else T
-    ms, m = block_scratch(W, T, Tp, np.uint8)  # the step bytes
-    R = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
-    B = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
+    narrow = rows_alias(rewards, 2048)
+    m = np.empty((W, T), np.uint8)  # the step bytes
     carry = np.empty(W, dtype=rewards.dtype)
     # byte masks, so pass 1 is uint8 arithmetic that vectorises (bool
     # selects on the flags kept it scalar: 6x slower)
@@ -180,23 +179,6 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
-        if alias and k1 - k0 == L:
-            for j in range(L):
-                n = k0 + j
-                _returns_prep(
-                    terminated[n], truncated[n], final_values[n], valid[n], final_mask,
-                    all_valid, T, B[j], ms[j], boot, np.bool_(True), rewards[n], R[j],
-                )  # fmt: skip
-            # typed as the non-scratch call is (read-only rewards, int64 rows),
-            # so _returns_tiles keeps one variant per dtype
-            _returns_tiles(
-                readonly(R), last_values[k0:k1], ms, gamma, np.int64(0), np.int64(L), T, carry, B,
-                boot,
-            )  # fmt: skip
-            for j in range(L):
-                copy_row(B[j], T, ret[k0 + j])
-            k0 = k1
-            continue
         # runs of the block's rows
         step = run_rows(T)
         for a in range(k0, k1, step):
@@ -205,24 +187,23 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
             _returns_prep(
                 flat(terminated)[s0:s1], flat(truncated)[s0:s1], flat(final_values)[s0:s1],
                 flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g,
-                flat(m)[s0 - k0 * T : s1 - k0 * T], boot, np.bool_(False), flat(rewards)[s0:s1], g,
+                flat(m)[s0 - k0 * T : s1 - k0 * T], boot,
             )  # fmt: skip
         if tiled(rewards, T) and k1 - k0 == L:
-            _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret, boot)
+            _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret, boot, narrow)
         else:
             _returns_chains(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1], boot)
         k0 = k1
 
 
 @subroutine
-def _returns_prep(te, tr, fv, ok, fmask, valid1, T, g, mn, boot, copy, r, rc):  # pragma: no cover
+def _returns_prep(te, tr, fv, ok, fmask, valid1, T, g, mn, boot):  # pragma: no cover
     """Pass 1 of :func:`returns_rows` over a run of ``T`` steps: if ``boot`` the
-    bootstraps into ``g``, the step bytes into ``mn``, and if ``copy`` the
-    rewards ``r`` into ``rc``, in the same loop (the flags ``np.bool_``, not
-    literals, so this keeps one compiled variant per dtype). ``fmask`` is 0xFF
-    when final values are given (a truncated step is cut), ``valid1`` 0xFF when
-    every row counts. Without final values every cut step bootstraps from 0,
-    and pass 2 reads no ``g``."""
+    bootstraps into ``g``, and the step bytes into ``mn``, in the same loop
+    (the flag ``np.bool_``, not a literal, so this keeps one compiled variant
+    per dtype). ``fmask`` is 0xFF when final values are given (a truncated
+    step is cut), ``valid1`` 0xFF when every row counts. Without final values
+    every cut step bootstraps from 0, and pass 2 reads no ``g``."""
     zero = g.dtype.type(0)
     one = np.uint8(1)
     for t in range(T):
@@ -230,8 +211,6 @@ def _returns_prep(te, tr, fv, ok, fmask, valid1, T, g, mn, boot, copy, r, rc):  
             g[t] = zero if te[t] != 0 else fv[t]
         cut = te[t] | (tr[t] & fmask)
         mn[t] = np.uint8(cut == 0) | (np.uint8((ok[t] | valid1) != 0) << one)
-        if copy:
-            rc[t] = r[t]
 
 
 @inline
@@ -247,24 +226,32 @@ def _returns_chain(r, mn, gamma, t_end, c, g, boot):  # pragma: no cover - compi
 
 
 @linked
-def _returns_tiles(rewards, last, m, gamma, k0, k1, T, carry, ret, boot):  # pragma: no cover
+def _returns_tiles(  # pragma: no cover - compiled
+    rewards, last, m, gamma, k0, k1, T, carry, ret, boot, narrow
+):
     """Pass 2 of :func:`returns_rows` for envs ``k0:k1``, steps ``0:T`` (whole
     tiles; ``m`` rows from 0): tiles backwards from the last step, then the
-    first ``T % L`` steps one env at a time from its carry. Without ``boot``
-    the tiles read no bootstraps (``ret`` holds none): 17-30% of a
-    [2048-2000, 256] call."""
-    L = lanes(ret)
-    head = T % L
-    for s in range(0, k1 - k0, L):
-        c = carry[s : s + L]
-        for j in range(L):
+    first ``T % w`` steps one env at a time from its carry. ``w`` is the
+    block's ``L`` envs, or half of them on 256-bit vectors when the rows
+    alias (:func:`~fastppo.kernels.gae.rows_alias`). Without ``boot`` the
+    tiles read no bootstraps (``ret`` holds none): 17-30% of a [2048-2000,
+    256] call."""
+    w = lanes(ret) // 2 if narrow else lanes(ret)
+    head = T % w
+    for s in range(0, k1 - k0, w):
+        c = carry[s : s + w]
+        for j in range(w):
             c[j] = last[k0 + s + j]
-        for t0 in range(T - L, head - 1, -L):
-            if boot:
+        for t0 in range(T - w, head - 1, -w):
+            if narrow and boot:
+                returns_tile_narrow(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+            elif narrow:
+                returns_tile_cut0_narrow(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+            elif boot:
                 returns_tile(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
             else:
                 returns_tile_cut0(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
-        for j in range(L):
+        for j in range(w):
             n = k0 + s + j
             _returns_chain(rewards[n], m[s + j], gamma, head, c[j], ret[n], boot)
 

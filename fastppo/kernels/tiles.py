@@ -12,6 +12,17 @@ back and stored: 2.4x faster than the four chains on a [64, 512] GAE
 (plain IEEE operations, no contraction), so the bits are the time-major
 sweep's.
 
+Some tiles are half as wide: ``L / 2`` envs x ``L / 2`` steps on 256-bit
+vectors (a block's ``L`` envs as two halves). On znver4, whose 512-bit
+shuffles take two passes, they are cheaper per element, and their ``L / 2``
+rows fill at most half an 8-way L1 set where rows start a multiple of 4 KiB
+apart, where ``L`` rows evict each other: V-trace's tiles are all half tiles
+([2000x256] float32 950-1010 -> 845 us), and discounted returns' are where
+the rows alias (:func:`fastppo.kernels.gae.rows_alias`; [2048x256] 286 ->
+196 us without the scratch rows the full tiles needed there). GAE's, whose
+chain is one multiply-add, stay full (half tiles gained 6% at [2048x256]
+but some placements doubled the time).
+
 Each intrinsic takes 2-D C-contiguous arrays whose rows are envs and steps
 the tile of rows ``k .. k + L``, steps ``t0 .. t0 + L`` (rows ``kw ..``,
 columns ``tw ..`` of the per-block scratch); the caller guarantees those
@@ -194,9 +205,10 @@ def _splat(builder: Any, x: Any, vty: Any) -> Any:
     return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), vty.count), None))
 
 
-def _returns_tile_of(boot: bool) -> Any:
-    """The returns' tile intrinsic; ``boot=False`` for calls whose cut steps
-    bootstrap from 0 (no final values): it reads no bootstrap tile."""
+def _returns_tile_of(boot: bool, bits: int) -> Any:
+    """The returns' tile intrinsic on ``bits``-wide vectors; ``boot=False`` for
+    calls whose cut steps bootstrap from 0 (no final values): it reads no
+    bootstrap tile."""
 
     @intrinsic
     def _returns_tile(
@@ -221,7 +233,7 @@ def _returns_tile_of(boot: bool) -> Any:
             and m.dtype == types.uint8
         ):
             return None
-        n = 512 // rewards.dtype.bitwidth
+        n = bits // rewards.dtype.bitwidth
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             r_, g_, m_, k_, t0_, kw_, tw_, gam_, c_ = args
@@ -241,7 +253,11 @@ def _returns_tile_of(boot: bool) -> Any:
             for i in range(n - 1, -1, -1):
                 goes_on = builder.icmp_unsigned("!=", builder.and_(mk[i], one), z8)
                 ok = builder.icmp_unsigned("!=", builder.and_(mk[i], two), z8)
-                x = builder.fadd(r[i], builder.fmul(gam, builder.select(goes_on, c, boots[i])))
+                # gamma * select(goes_on, c, boot) as a select of products (the
+                # same bits): a zero-masked multiply, so the carry's chain is
+                # a multiply and an add per step, not a select more
+                boot_term = builder.fmul(gam, boots[i]) if boot else zero
+                x = builder.fadd(r[i], builder.select(goes_on, builder.fmul(gam, c), boot_term))
                 out[i] = c = builder.select(ok, x, zero)
             builder.store(c, cp, align=1)
             B.store(k_, t0_, out)
@@ -268,7 +284,7 @@ def _vtrace_tile(
     tw: Any,
     carry: Any,
 ):
-    """V-trace's pass 2 on a tile (``_vt_back_row``'s step, envs in the lanes):
+    """V-trace's pass 2 on a half tile (``_vt_back_row``'s step, envs in the lanes):
     ``diff = vs_t + (cw_t x if cw_t != 0 else 0)``, ``pg_t += (pw_t x if pw_t !=
     0 else 0)``, ``vs_t = V_t + diff``, ``x = diff``."""
     if not (
@@ -277,7 +293,9 @@ def _vtrace_tile(
         and all(t.dtype == values.dtype for t in (cw, pw, vs, pg))
     ):
         return None
-    n = 512 // values.dtype.bitwidth
+    # 256-bit vectors, half a block's envs: with 512-bit tiles of all of them
+    # V-trace [2000x256] float32 took 950-1010 us against 845 (znver4)
+    n = 256 // values.dtype.bitwidth
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         cw_, pw_, v_, vs_, pg_, k_, t0_, kw_, tw_, c_ = args
@@ -316,8 +334,11 @@ def _vtrace_tile(
 #: intrinsic's call)
 gae_tile: Any = _gae_tile
 #: ``returns_tile(rewards, ret, m, k, t0, kw, tw, gamma, carry)``
-returns_tile: Any = _returns_tile_of(True)
+returns_tile: Any = _returns_tile_of(True, 512)
 #: the same where every cut step bootstraps from 0: no bootstrap tile read
-returns_tile_cut0: Any = _returns_tile_of(False)
-#: ``vtrace_tile(cw, pw, values, vs, pg, k, t0, kw, tw, carry)``
+returns_tile_cut0: Any = _returns_tile_of(False, 512)
+#: the two on 256-bit vectors (rows that alias)
+returns_tile_narrow: Any = _returns_tile_of(True, 256)
+returns_tile_cut0_narrow: Any = _returns_tile_of(False, 256)
+#: ``vtrace_tile(cw, pw, values, vs, pg, k, t0, kw, tw, carry)``: ``L / 2`` envs
 vtrace_tile: Any = _vtrace_tile
