@@ -39,7 +39,7 @@ from fastppo.kernels.sweep import (
     flat,
     validate,
 )
-from fastppo.kernels.tiles import gae_tile, lanes
+from fastppo.kernels.tiles import NARROW, gae_tile, gae_tile_narrow, lanes
 
 
 @inline
@@ -280,41 +280,28 @@ def rows_alias(x, period):  # pragma: no cover - compiled
     At 4 KiB (``T = 1024`` float32 and its multiples) a register tile's ``L``
     rows fall in one 8-way L1 set, at 2 KiB in two, so the lines one tile
     leaves for the next are evicted before it comes, and how badly depends
-    on where the caller's arrays lie. GAE and V-trace then run their tiles
-    on scratch rows (:func:`scratch_steps` long) and copy (docs/design.md,
-    "Rows that alias"): V-trace, whose tiles read five arrays, from 2 KiB;
-    GAE, whose tiles read two, from 4 KiB (at 2 KiB its scratch cost 3% more
-    than it saved, median of eight placements). Discounted returns runs
-    half tiles from 2 KiB instead (:mod:`fastppo.kernels.tiles`).
+    on where the caller's arrays lie (docs/design.md, "Rows that alias").
+    GAE (from 4 KiB) and discounted returns (from 2 KiB) then run narrow
+    tiles (:data:`~fastppo.kernels.tiles.NARROW` envs, whose rows fit one
+    set); V-trace, whose narrow tiles read five arrays, runs them on scratch
+    rows (:func:`~fastppo.kernels.vtrace.scratch_steps` long) from 2 KiB and
+    copies.
     """
     return x.strides[0] % period == 0
 
 
 @inline
-def scratch_steps(x, T):  # pragma: no cover - compiled
-    """Length of a batch-major block's scratch rows for ``T`` steps of ``x``'s
-    dtype: whole tiles, and an odd number of 64-byte lines, so the ``L`` rows
-    a tile loads one line from fall in ``L`` different L1 sets (row starts a
-    multiple of 4 KiB apart all map to one 8-way set)."""
-    L = lanes(x)
-    return (((T + L - 1) // L) | 1) * L
-
-
-@inline
-def block_scratch(W, T, Tp, dtype):  # pragma: no cover - compiled
-    """Scratch rows of a batch-major block, one buffer seen two ways: ``W``
-    rows of ``Tp`` (padded, for the tiles that run on scratch rows where the
-    caller's rows alias) and ``W`` rows of ``T`` (whose block is one run, as
-    the caller's rows are, for pass 1's runs)."""
-    buf = np.empty(W * Tp, dtype)
-    return buf.reshape(W, Tp), buf[: W * T].reshape(W, T)
-
-
-@inline
-def copy_row(src, T, dst):  # pragma: no cover - compiled
-    """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
-    for t in range(T):
-        dst[t] = src[t]
+def set_apart(W, T, ref):  # pragma: no cover - compiled
+    """A ``[W, T]`` scratch of ``ref``'s dtype whose start lies 2 KiB off
+    ``ref``'s modulo 4 KiB: where both have rows a multiple of 4 KiB long, no
+    row of one shares an L1 set with a row of the other (GAE's trace factors
+    beside the rows its narrow tiles update in place: without it, two
+    placements in twelve took 1.3-1.9x the time at [2048x256] float32)."""
+    pad = 4096 // ref.itemsize
+    buf = np.empty(W * T + pad, ref.dtype)
+    d = (buf.ctypes.data - ref.ctypes.data) % 4096
+    off = ((2048 - d) % 4096) // ref.itemsize
+    return buf[off:].reshape(W * T + pad - off)[: W * T].reshape(W, T)
 
 
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
@@ -326,34 +313,21 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
     else ``gamma * lambda``) into scratch. Pass 2, backwards, ``A_t = adv_t +
     g_t A_{t+1}`` with the carry in a register; pass 3 ``ret = A + V`` along
     the run: the time-major sweep's operations, so the same bits. Where the
-    rows alias (:func:`rows_alias`), a tile's deltas go to scratch rows
-    instead of ``adv``, its tiles run there, and pass 3 writes ``adv`` as well.
+    rows alias (:func:`rows_alias`), the tiles are narrow
+    (:data:`~fastppo.kernels.tiles.NARROW` envs) and the trace factors lie
+    apart from ``adv`` (:func:`set_apart`).
     """
     rewards, values = ro[0], ro[1]
     T = rewards.shape[1]
     L = lanes(rewards)
     W = block_rows(rewards, 2**62, T)
-    alias = rows_alias(rewards, 4096)
-    # padded scratch rows only where the caller's rows alias: beside them,
-    # the trace factors' rows measured 15% faster unpadded ([1024, 512] float32)
-    Tp = scratch_steps(rewards, T) if alias else T
-    gs, g = block_scratch(W, T, Tp, rewards.dtype)  # the trace factors
-    D = np.empty((L if alias else 0, Tp), dtype=rewards.dtype)
+    narrow = rows_alias(rewards, 4096)
+    # the trace factors (where the rows alias, set apart from adv's)
+    g = set_apart(W, T, adv) if narrow else np.empty((W, T), dtype=rewards.dtype)
     carry = np.zeros(W, dtype=rewards.dtype)
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
-        if alias and k1 - k0 == L:
-            # the tiles run on scratch rows, then pass 3 writes adv and ret
-            for j in range(L):
-                n = k0 + j
-                _gae_prep(ro, options, gamma, gamma_lambda, n, n + 1, T, D[j, :T], gs[j, :T])
-            _gae_tiles(D, gs, np.int64(0), np.int64(L), T, carry)  # int64 rows: one variant
-            for j in range(L):
-                n = k0 + j
-                _gae_out(D[j], values[n], T, True, adv[n], ret[n])
-            k0 = k1
-            continue
         step = run_rows(T)
         for a in range(k0, k1, step):
             b = min(k1, a + step)
@@ -362,12 +336,12 @@ def gae_rows(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no 
                 flat(g)[(a - k0) * T : (b - k0) * T],
             )  # fmt: skip
         if tiled(rewards, T) and k1 - k0 == L:
-            _gae_tiles(adv, g, k0, k1, T, carry)
+            _gae_tiles(adv, g, k0, k1, T, carry, narrow)
         else:
             _chains(g[: k1 - k0], adv[k0:k1])
         s0, s1 = k0 * T, k1 * T
         run = flat(adv)[s0:s1]
-        _gae_out(run, flat(values)[s0:s1], s1 - s0, False, run, flat(ret)[s0:s1])
+        _gae_out(run, flat(values)[s0:s1], s1 - s0, flat(ret)[s0:s1])
         k0 = k1
 
 
@@ -401,30 +375,31 @@ def _gae_prep(ro, options, gamma, gamma_lambda, k0, k1, T, a, gn):  # pragma: no
 
 
 @inline
-def _gae_out(a, v, T, copy, adv, ret):  # pragma: no cover - compiled
-    """Pass 3 of :func:`gae_rows` over a run of ``T`` elements: ``ret = A + V``,
-    and if ``copy`` (a constant at each call) ``adv = A`` from scratch, in the
-    same loop."""
+def _gae_out(a, v, T, ret):  # pragma: no cover - compiled
+    """Pass 3 of :func:`gae_rows` over a run of ``T`` elements: ``ret = A + V``."""
     for t in range(T):
-        x = a[t]
-        ret[t] = x + v[t]
-        if copy:
-            adv[t] = x
+        ret[t] = a[t] + v[t]
 
 
 @subroutine
-def _gae_tiles(adv, g, k0, k1, T, carry):  # pragma: no cover - compiled
+def _gae_tiles(adv, g, k0, k1, T, carry, narrow):  # pragma: no cover - compiled
     """Pass 2 of :func:`gae_rows` for envs ``k0:k1``, steps ``0:T`` (whole
     tiles; ``g`` rows from 0): tiles backwards from the last step, then the
-    first ``T % L`` steps one env at a time from its carry (``carry[s:s + L]``
-    for tile row ``s``)."""
-    L = lanes(adv)
-    head = T % L
-    for s in range(0, k1 - k0, L):
-        c = carry[s : s + L]
-        for t0 in range(T - L, head - 1, -L):
-            gae_tile(adv, g, k0 + s, t0, s, t0, c, t0 == T - L)
-        for j in range(L):
+    first ``T % w`` steps one env at a time from its carry (``carry[s:s + w]``
+    for tile row ``s``). ``w`` is the block's ``L`` envs, or
+    :data:`~fastppo.kernels.tiles.NARROW` where the rows alias
+    (:func:`rows_alias`)."""
+    w = NARROW if narrow else lanes(adv)
+    head = T % w
+    for s in range(0, k1 - k0, w):
+        c = carry[s : s + w]
+        if narrow:
+            for t0 in range(T - w, head - 1, -w):
+                gae_tile_narrow(adv, g, k0 + s, t0, s, t0, c, t0 == T - w)
+        else:
+            for t0 in range(T - w, head - 1, -w):
+                gae_tile(adv, g, k0 + s, t0, s, t0, c, t0 == T - w)
+        for j in range(w):
             _gae_chain(adv[k0 + s + j], g[s + j], head, c[j])
 
 

@@ -30,6 +30,7 @@ from fastppo.kernels.sweep import (
     validate,
 )
 from fastppo.kernels.tiles import (
+    NARROW,
     lanes,
     returns_tile,
     returns_tile_cut0,
@@ -160,7 +161,7 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     gamma * boot``, 0 on an invalid row -- the time-major sweep's operations.
 
     Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), the
-    tiles are 256-bit, half the block's envs each.
+    tiles are narrow (:data:`~fastppo.kernels.tiles.NARROW` envs).
     """
     rewards, _, last_values, final_values, terminated, truncated, valid, _, _ = ro
     T = rewards.shape[1]
@@ -232,11 +233,11 @@ def _returns_tiles(  # pragma: no cover - compiled
     """Pass 2 of :func:`returns_rows` for envs ``k0:k1``, steps ``0:T`` (whole
     tiles; ``m`` rows from 0): tiles backwards from the last step, then the
     first ``T % w`` steps one env at a time from its carry. ``w`` is the
-    block's ``L`` envs, or half of them on 256-bit vectors when the rows
-    alias (:func:`~fastppo.kernels.gae.rows_alias`). Without ``boot`` the
-    tiles read no bootstraps (``ret`` holds none): 17-30% of a [2048-2000,
-    256] call."""
-    w = lanes(ret) // 2 if narrow else lanes(ret)
+    block's ``L`` envs, or :data:`~fastppo.kernels.tiles.NARROW` where the
+    rows alias (:func:`~fastppo.kernels.gae.rows_alias`). Without ``boot``
+    the tiles read no bootstraps (``ret`` holds none): 17-30% of a
+    [2048-2000, 256] call."""
+    w = NARROW if narrow else lanes(ret)
     head = T % w
     for s in range(0, k1 - k0, w):
         c = carry[s : s + w]

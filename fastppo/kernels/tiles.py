@@ -12,16 +12,14 @@ back and stored: 2.4x faster than the four chains on a [64, 512] GAE
 (plain IEEE operations, no contraction), so the bits are the time-major
 sweep's.
 
-Some tiles are half as wide: ``L / 2`` envs x ``L / 2`` steps on 256-bit
-vectors (a block's ``L`` envs as two halves). On znver4, whose 512-bit
-shuffles take two passes, they are cheaper per element, and their ``L / 2``
-rows fill at most half an 8-way L1 set where rows start a multiple of 4 KiB
-apart, where ``L`` rows evict each other: V-trace's tiles are all half tiles
-([2000x256] float32 950-1010 -> 845 us), and discounted returns' are where
-the rows alias (:func:`fastppo.kernels.gae.rows_alias`; [2048x256] 286 ->
-196 us without the scratch rows the full tiles needed there). GAE's, whose
-chain is one multiply-add, stay full (half tiles gained 6% at [2048x256]
-but some placements doubled the time).
+Narrow tiles are :data:`NARROW` (8) envs x 8 steps: float32 on 256-bit
+vectors, half a tile; float64's full tile. Their 8 rows fill at most one
+8-way L1 set where rows start a multiple of 4 KiB apart, where 16 rows evict
+each other; and znver4 runs 512-bit shuffles in two passes, so half tiles
+cost no more per element. V-trace's tiles are all narrow ([2000x256] float32
+950-1010 -> 845 us); GAE's and discounted returns' are where the rows alias
+(:func:`fastppo.kernels.gae.rows_alias`; [2048x256] float32 410-420 -> 390
+and 286 -> 196 us, without the scratch rows the full tiles needed there).
 
 Each intrinsic takes 2-D C-contiguous arrays whose rows are envs and steps
 the tile of rows ``k .. k + L``, steps ``t0 .. t0 + L`` (rows ``kw ..``,
@@ -46,6 +44,11 @@ from numba.extending import intrinsic, overload
 from numba.np.arrayobj import populate_array
 
 _FLOATS = (types.float32, types.float64)
+
+#: Envs (and steps) of a narrow tile: 8 rows fill one 8-way L1 set at most, so
+#: rows that start a multiple of 4 KiB apart do not evict each other (a
+#: 256-bit vector of float32, a 512-bit one of float64: the full tile)
+NARROW = 8
 
 
 def lanes(x: Any) -> int:
@@ -171,32 +174,37 @@ def _rows2(*tys: Any) -> bool:
     return all(isinstance(t, types.Array) and t.ndim == 2 and t.layout == "C" for t in tys)
 
 
-@intrinsic
-def _gae_tile(
-    typingctx: Any, adv: Any, g: Any, k: Any, t0: Any, kw: Any, tw: Any, carry: Any, last: Any
-):
-    """GAE's pass 2 on a tile: ``A_t = adv_t + g_t A_{t+1}`` (``A_t = adv_t`` at
-    the rollout's last step, ``last``), written back into ``adv``."""
-    if not (_rows2(adv, g) and adv.dtype in _FLOATS and g.dtype == adv.dtype):
-        return None
-    n = 512 // adv.dtype.bitwidth
+def _gae_tile_of(narrow: bool) -> Any:
+    """GAE's tile intrinsic: ``L`` envs, or :data:`NARROW` if ``narrow``."""
 
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        a_, g_, k_, t0_, kw_, tw_, c_, last_ = args
-        A = _Tile(context, builder, sig.args[0], a_, n)
-        G = _Tile(context, builder, sig.args[1], g_, n)
-        cp = _carry(context, builder, sig.args[6], c_, n)
-        a, gs = A.load(k_, t0_), G.load(kw_, tw_)
-        c = builder.load(cp, align=1)
-        for i in range(n - 1, -1, -1):
-            x = builder.fadd(a[i], builder.fmul(gs[i], c))
-            a[i] = c = builder.select(last_, a[i], x) if i == n - 1 else x
-        builder.store(c, cp, align=1)
-        A.store(k_, t0_, a)
-        return context.get_dummy_value()
+    @intrinsic
+    def _gae_tile(
+        typingctx: Any, adv: Any, g: Any, k: Any, t0: Any, kw: Any, tw: Any, carry: Any, last: Any
+    ):
+        """GAE's pass 2 on a tile: ``A_t = adv_t + g_t A_{t+1}`` (``A_t = adv_t`` at
+        the rollout's last step, ``last``), written back into ``adv``."""
+        if not (_rows2(adv, g) and adv.dtype in _FLOATS and g.dtype == adv.dtype):
+            return None
+        n = NARROW if narrow else 512 // adv.dtype.bitwidth
 
-    i8 = types.int64
-    return types.void(adv, g, i8, i8, i8, i8, carry, types.boolean), codegen
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            a_, g_, k_, t0_, kw_, tw_, c_, last_ = args
+            A = _Tile(context, builder, sig.args[0], a_, n)
+            G = _Tile(context, builder, sig.args[1], g_, n)
+            cp = _carry(context, builder, sig.args[6], c_, n)
+            a, gs = A.load(k_, t0_), G.load(kw_, tw_)
+            c = builder.load(cp, align=1)
+            for i in range(n - 1, -1, -1):
+                x = builder.fadd(a[i], builder.fmul(gs[i], c))
+                a[i] = c = builder.select(last_, a[i], x) if i == n - 1 else x
+            builder.store(c, cp, align=1)
+            A.store(k_, t0_, a)
+            return context.get_dummy_value()
+
+        i8 = types.int64
+        return types.void(adv, g, i8, i8, i8, i8, carry, types.boolean), codegen
+
+    return _gae_tile
 
 
 def _splat(builder: Any, x: Any, vty: Any) -> Any:
@@ -205,10 +213,10 @@ def _splat(builder: Any, x: Any, vty: Any) -> Any:
     return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), vty.count), None))
 
 
-def _returns_tile_of(boot: bool, bits: int) -> Any:
-    """The returns' tile intrinsic on ``bits``-wide vectors; ``boot=False`` for
-    calls whose cut steps bootstrap from 0 (no final values): it reads no
-    bootstrap tile."""
+def _returns_tile_of(boot: bool, narrow: bool) -> Any:
+    """The returns' tile intrinsic (``L`` envs, or :data:`NARROW` if
+    ``narrow``); ``boot=False`` for calls whose cut steps bootstrap from 0 (no
+    final values): it reads no bootstrap tile."""
 
     @intrinsic
     def _returns_tile(
@@ -233,7 +241,7 @@ def _returns_tile_of(boot: bool, bits: int) -> Any:
             and m.dtype == types.uint8
         ):
             return None
-        n = bits // rewards.dtype.bitwidth
+        n = NARROW if narrow else 512 // rewards.dtype.bitwidth
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             r_, g_, m_, k_, t0_, kw_, tw_, gam_, c_ = args
@@ -284,7 +292,7 @@ def _vtrace_tile(
     tw: Any,
     carry: Any,
 ):
-    """V-trace's pass 2 on a half tile (``_vt_back_row``'s step, envs in the lanes):
+    """V-trace's pass 2 on a narrow tile (``_vt_back_row``'s step, envs in the lanes):
     ``diff = vs_t + (cw_t x if cw_t != 0 else 0)``, ``pg_t += (pw_t x if pw_t !=
     0 else 0)``, ``vs_t = V_t + diff``, ``x = diff``."""
     if not (
@@ -293,9 +301,9 @@ def _vtrace_tile(
         and all(t.dtype == values.dtype for t in (cw, pw, vs, pg))
     ):
         return None
-    # 256-bit vectors, half a block's envs: with 512-bit tiles of all of them
-    # V-trace [2000x256] float32 took 950-1010 us against 845 (znver4)
-    n = 256 // values.dtype.bitwidth
+    # NARROW envs: with 512-bit tiles of 16 float32 envs V-trace [2000x256]
+    # took 950-1010 us against 845 (znver4)
+    n = NARROW
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         cw_, pw_, v_, vs_, pg_, k_, t0_, kw_, tw_, c_ = args
@@ -332,13 +340,15 @@ def _vtrace_tile(
 
 #: ``gae_tile(adv, g, k, t0, kw, tw, carry, last)`` (typed ``Any``: mypy cannot see an
 #: intrinsic's call)
-gae_tile: Any = _gae_tile
+gae_tile: Any = _gae_tile_of(False)
+#: the same on :data:`NARROW` envs (rows that alias)
+gae_tile_narrow: Any = _gae_tile_of(True)
 #: ``returns_tile(rewards, ret, m, k, t0, kw, tw, gamma, carry)``
-returns_tile: Any = _returns_tile_of(True, 512)
+returns_tile: Any = _returns_tile_of(True, False)
 #: the same where every cut step bootstraps from 0: no bootstrap tile read
-returns_tile_cut0: Any = _returns_tile_of(False, 512)
-#: the two on 256-bit vectors (rows that alias)
-returns_tile_narrow: Any = _returns_tile_of(True, 256)
-returns_tile_cut0_narrow: Any = _returns_tile_of(False, 256)
-#: ``vtrace_tile(cw, pw, values, vs, pg, k, t0, kw, tw, carry)``: ``L / 2`` envs
+returns_tile_cut0: Any = _returns_tile_of(False, False)
+#: the two on :data:`NARROW` envs (rows that alias)
+returns_tile_narrow: Any = _returns_tile_of(True, True)
+returns_tile_cut0_narrow: Any = _returns_tile_of(False, True)
+#: ``vtrace_tile(cw, pw, values, vs, pg, k, t0, kw, tw, carry)``: :data:`NARROW` envs
 vtrace_tile: Any = _vtrace_tile

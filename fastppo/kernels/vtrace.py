@@ -25,11 +25,8 @@ from fastppo.kernels.fastmath import expf32
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
-    block_scratch,
-    copy_row,
     rows_alias,
     run_rows,
-    scratch_steps,
     tiled,
 )
 from fastppo.kernels.sweep import (
@@ -45,7 +42,7 @@ from fastppo.kernels.sweep import (
     flat,
     validate,
 )
-from fastppo.kernels.tiles import lanes, readonly, vtrace_tile
+from fastppo.kernels.tiles import NARROW, lanes, readonly, vtrace_tile
 
 
 @inline
@@ -314,6 +311,33 @@ def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
     return diff, v_t + diff, pg_t + pc
 
 
+@inline
+def scratch_steps(x, T):  # pragma: no cover - compiled
+    """Length of a batch-major block's scratch rows for ``T`` steps of ``x``'s
+    dtype: whole tiles, and an odd number of 64-byte lines, so the ``L`` rows
+    a tile loads one line from fall in ``L`` different L1 sets (row starts a
+    multiple of 4 KiB apart all map to one 8-way set)."""
+    L = lanes(x)
+    return (((T + L - 1) // L) | 1) * L
+
+
+@inline
+def block_scratch(W, T, Tp, dtype):  # pragma: no cover - compiled
+    """Scratch rows of a batch-major block, one buffer seen two ways: ``W``
+    rows of ``Tp`` (padded, for the tiles that run on scratch rows where the
+    caller's rows alias) and ``W`` rows of ``T`` (whose block is one run, as
+    the caller's rows are, for pass 1's runs)."""
+    buf = np.empty(W * Tp, dtype)
+    return buf.reshape(W, Tp), buf[: W * T].reshape(W, T)
+
+
+@inline
+def copy_row(src, T, dst):  # pragma: no cover - compiled
+    """``dst[:T] = src[:T]`` as a plain loop (vectorised, no temporaries)."""
+    for t in range(T):
+        dst[t] = src[t]
+
+
 @kernel(f"void({ROLLOUT}, i8, F, f8, f8, f8, f8, i8, i8, F_2w, F_2w)")
 def vtrace_rows(  # pragma: no cover - compiled
     ro, options, gamma, lam, rho_bar_, c_bar_, pg_rho_bar_, n0, n1, vs, pg_adv
@@ -421,9 +445,10 @@ def _vt_tiles(cws, pws, values, k0, k1, T, carry, vs, pg):  # pragma: no cover -
     """Pass 2 of :func:`vtrace_rows` for envs ``k0:k1``, steps ``0:T`` (whole
     tiles; the weight rows from 0): tiles backwards from the last step, then
     the first ``T % w`` steps one env at a time from its carry. The tiles are
-    256-bit, ``w`` = half the block's ``L`` envs (with 512-bit tiles of all
-    ``L``, [2000x256] float32 took 950-1010 us against 845 on znver4)."""
-    w = lanes(vs) // 2
+    narrow, ``w`` = :data:`~fastppo.kernels.tiles.NARROW` envs (with 512-bit
+    tiles of 16 float32 envs, [2000x256] took 950-1010 us against 845 on
+    znver4)."""
+    w = NARROW
     head = T % w
     for s in range(0, k1 - k0, w):
         c = carry[s : s + w]
