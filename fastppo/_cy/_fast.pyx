@@ -768,6 +768,36 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     return None if res is None else res[0]
 
 
+cdef bint _apart(object a, object b, Span* inputs, int n_inputs) noexcept:
+    """The two output ndarrays ``a`` and ``b`` share memory with neither each
+    other nor any of the ``inputs`` spans (a sampler's ``out=``)."""
+    cdef Span so[2]
+    so[0] = _span(<cnp.ndarray>a)
+    so[1] = _span(<cnp.ndarray>b)
+    if _overlap(so[0], so[1]):
+        return False
+    cdef int i, j
+    for i in range(2):
+        for j in range(n_inputs):
+            if _overlap(so[i], inputs[j]):
+                return False
+    return True
+
+
+cdef inline int _float_rows(cnp.ndarray x) noexcept:
+    """0 (float32) or 1 (float64) for a native-order, aligned, C-contiguous
+    2-D float array (a sampler's logits or means), -1 for anything else."""
+    if not (cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_ISNOTSWAPPED(x)
+            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS)):
+        return -1
+    cdef int t = cnp.PyArray_TYPE(x)
+    if t == cnp.NPY_FLOAT32:
+        return 0
+    if t == cnp.NPY_FLOAT64:
+        return 1
+    return -1
+
+
 cdef bint _stream_of(object seed, object counter, object env_offset, int64_t n, int64_t* st):
     """The samplers' stream record (``fastppo.kernels.rng.STREAM``: seed and
     counter split into 32-bit halves, then ``env_offset``) of plain ints in
@@ -806,16 +836,8 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
         if mask is None:
             return None
     cdef cnp.ndarray x = <cnp.ndarray>logits
-    cdef int t = cnp.PyArray_TYPE(x)
-    cdef int d
-    if t == cnp.NPY_FLOAT32:
-        d = 0
-    elif t == cnp.NPY_FLOAT64:
-        d = 1
-    else:
-        return None
-    if not (cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_ISNOTSWAPPED(x)
-            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS)):
+    cdef int d = _float_rows(x)
+    if d < 0:
         return None
     cdef int64_t n = cnp.PyArray_DIM(x, 0), a = cnp.PyArray_DIM(x, 1)
     if a == 0 or n * a >= _limits[3]:
@@ -846,8 +868,6 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
         spans[1] = _span(m)
         n_spans = 2
     cdef cnp.npy_intp dim = n
-    cdef int i, j
-    cdef Span so[2]
     if out is None:
         act = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
         logp = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_FLOAT32, 0)
@@ -856,14 +876,8 @@ def sample_categorical(logits, mask, seed, counter, env_offset, deterministic, o
         logp = out[1]
         if not (_vector_out(act, cnp.NPY_INT64, n) and _vector_out(logp, cnp.NPY_FLOAT32, n)):
             return None
-        so[0] = _span(<cnp.ndarray>act)
-        so[1] = _span(<cnp.ndarray>logp)
-        if _overlap(so[0], so[1]):
+        if not _apart(act, logp, spans, n_spans):
             return None
-        for i in range(2):
-            for j in range(n_spans):
-                if _overlap(so[i], spans[j]):
-                    return None
     else:
         return None
     cdef categorical_fn fn = <categorical_fn>_entry(3, d)
@@ -946,21 +960,13 @@ def sample_gaussian(mean, log_std, seed, counter, env_offset, squash, determinis
         return None
     cdef cnp.ndarray x = <cnp.ndarray>mean
     cdef cnp.ndarray l = <cnp.ndarray>log_std
-    cdef int t = cnp.PyArray_TYPE(x)
-    cdef int d
-    if t == cnp.NPY_FLOAT32:
-        d = 0
-    elif t == cnp.NPY_FLOAT64:
-        d = 1
-    else:
-        return None
-    if not (cnp.PyArray_NDIM(x) == 2 and cnp.PyArray_ISNOTSWAPPED(x)
-            and cnp.PyArray_CHKFLAGS(x, _FLOAT_FLAGS)):
+    cdef int d = _float_rows(x)
+    if d < 0:
         return None
     cdef int64_t n = cnp.PyArray_DIM(x, 0), a = cnp.PyArray_DIM(x, 1)
     if n == 0 or a == 0 or n * a >= _limits[4]:
         return None
-    if not (cnp.PyArray_TYPE(l) == t and cnp.PyArray_ISNOTSWAPPED(l)
+    if not (cnp.PyArray_TYPE(l) == cnp.PyArray_TYPE(x) and cnp.PyArray_ISNOTSWAPPED(l)
             and cnp.PyArray_CHKFLAGS(l, cnp.NPY_ARRAY_ALIGNED)):
         return None
     cdef int64_t ls_rows
@@ -980,10 +986,8 @@ def sample_gaussian(mean, log_std, seed, counter, env_offset, squash, determinis
     if not _stream_of(seed, counter, env_offset, n, st):
         return None
     cdef Span si[2]
-    cdef Span so[2]
     si[0] = _span(x)
     si[1] = _span(l)
-    cdef int i, j
     if out is None:
         act = cnp.PyArray_EMPTY(2, dims, cnp.NPY_FLOAT32, 0)
         logp = cnp.PyArray_EMPTY(1, dims, cnp.NPY_FLOAT32, 0)
@@ -993,14 +997,8 @@ def sample_gaussian(mean, log_std, seed, counter, env_offset, squash, determinis
         if not (_typed(act, cnp.NPY_FLOAT32, _OUT_FLAGS, 2, dims)
                 and _vector_out(logp, cnp.NPY_FLOAT32, n)):
             return None
-        so[0] = _span(<cnp.ndarray>act)
-        so[1] = _span(<cnp.ndarray>logp)
-        if _overlap(so[0], so[1]):
+        if not _apart(act, logp, si, 2):
             return None
-        for i in range(2):
-            for j in range(2):
-                if _overlap(so[i], si[j]):
-                    return None
     else:
         return None
     cdef gaussian_fn fn = <gaussian_fn>_entry(4, d)
