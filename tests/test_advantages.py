@@ -176,9 +176,9 @@ def _batch_major(a):
 @pytest.mark.parametrize("dt", DTYPES)
 # register tiles (kernels/tiles.py) cover 16 float32 or 8 float64 envs x steps:
 # whole tiles, leftover envs and steps, T a multiple of a tile, T below one;
-# rows a multiple of 2 or 4 KiB apart (512 and 1024 steps) run their tiles on
-# scratch rows (gae, vtrace) or as half tiles (discounted returns; vtrace
-# always), per kernels.gae.rows_alias, beside four chains and single envs;
+# rows a multiple of 2 or 4 KiB apart (512 and 1024 steps) run narrow tiles
+# (kernels.tiles.NARROW; vtrace's always, on scratch rows where rows alias),
+# per kernels.gae.rows_alias, beside four chains and single envs;
 # rollouts shorter than kernels.gae.TILE_MIN tiles run chains on blocks of many envs
 @pytest.mark.parametrize(
     "T,N",
