@@ -916,21 +916,17 @@ cdef bint _rows_equal(const real* a, Py_ssize_t n, Py_ssize_t w) noexcept nogil:
 cdef int _same_rows(cnp.ndarray a) noexcept:
     """1 if the aligned, C-contiguous, native float32/float64 ``[n >= 2, w]``
     ``a``'s rows are all equal, 0 if not, -1 for any other array."""
-    cdef int t = cnp.PyArray_TYPE(a)
-    if not (cnp.PyArray_NDIM(a) == 2 and cnp.PyArray_ISNOTSWAPPED(a)
-            and cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS) and cnp.PyArray_DIM(a, 0) >= 2):
+    cdef int d = _float_rows(a)
+    if d < 0 or cnp.PyArray_DIM(a, 0) < 2:
         return -1
     cdef Py_ssize_t n = cnp.PyArray_DIM(a, 0), w = cnp.PyArray_DIM(a, 1)
     cdef void* p = cnp.PyArray_DATA(a)
     cdef bint same
-    if t == cnp.NPY_FLOAT32:
-        with nogil:
+    with nogil:
+        if d == 0:
             same = _rows_equal(<const float*>p, n, w)
-    elif t == cnp.NPY_FLOAT64:
-        with nogil:
+        else:
             same = _rows_equal(<const double*>p, n, w)
-    else:
-        return -1
     return 1 if same else 0
 
 

@@ -301,7 +301,7 @@ def set_apart(W, T, ref):  # pragma: no cover - compiled
     buf = np.empty(W * T + pad, ref.dtype)
     d = (buf.ctypes.data - ref.ctypes.data) % 4096
     off = ((2048 - d) % 4096) // ref.itemsize
-    return buf[off:].reshape(W * T + pad - off)[: W * T].reshape(W, T)
+    return buf[off : off + W * T].reshape(W, T)
 
 
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")

@@ -314,9 +314,10 @@ def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
 @inline
 def scratch_steps(x, T):  # pragma: no cover - compiled
     """Length of a batch-major block's scratch rows for ``T`` steps of ``x``'s
-    dtype: whole tiles, and an odd number of 64-byte lines, so the ``L`` rows
-    a tile loads one line from fall in ``L`` different L1 sets (row starts a
-    multiple of 4 KiB apart all map to one 8-way set)."""
+    dtype: whole tiles, and an odd number of 64-byte lines, so the block's
+    ``L`` rows, which the tiles read at the same steps, fall in ``L``
+    different L1 sets (row starts a multiple of 4 KiB apart all map to one
+    8-way set)."""
     L = lanes(x)
     return (((T + L - 1) // L) | 1) * L
 
