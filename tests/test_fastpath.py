@@ -396,6 +396,25 @@ def test_same_rows_is_the_equality_of_every_row_with_the_first():
     assert not _fast.same_rows(np.zeros((4, 8), np.float32)[:, ::2])
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.uint8, np.bool_, np.int16])
+def test_c_contiguous_copies_every_view_as_numpy_does(dt):
+    """The C copy's loops (rows apart, steps 2-4 as constants, any other step,
+    1-D and 2-D) against ``np.ascontiguousarray``; a C-contiguous array is
+    returned as it is."""
+    rng = np.random.default_rng(7)
+    base = (rng.standard_normal((12, 40)) * 3).astype(dt)
+    views = [base[:, :7], base[::2], base[::3, 1::5]]
+    views += [base[1:, k::s] for s in (2, 3, 4, 5, -1, -2, -3) for k in (0, 1)]
+    views += [base[3, ::s] for s in (2, 3, 4, 6, -1)]
+    views += [base.T, base[:, ::2].T, np.broadcast_to(base[0], (5, 40))]
+    for v in views:
+        c = _fast.c_contiguous(v)
+        assert c.flags.c_contiguous and c.dtype == v.dtype and c.shape == v.shape
+        np.testing.assert_array_equal(c, np.ascontiguousarray(v), err_msg=str(v.strides))
+        assert not np.shares_memory(c, base)
+    assert _fast.c_contiguous(base) is base
+
+
 @pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(5), range(2))))
 def test_c_entries_exist(kind, d):
     from fastppo.kernels import cabi

