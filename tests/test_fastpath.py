@@ -399,19 +399,23 @@ def test_same_rows_is_the_equality_of_every_row_with_the_first():
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.uint8, np.bool_, np.int16])
 def test_c_contiguous_copies_every_view_as_numpy_does(dt):
     """The C copy's loops (rows apart, steps 2-4 as constants, any other step,
-    1-D and 2-D) against ``np.ascontiguousarray``; a C-contiguous array is
-    returned as it is."""
+    the blocked transpose of Fortran-ordered and transposed views, 1-D and
+    2-D) against ``np.ascontiguousarray``; a C-contiguous array is returned
+    as it is."""
     rng = np.random.default_rng(7)
     base = (rng.standard_normal((12, 40)) * 3).astype(dt)
     views = [base[:, :7], base[::2], base[::3, 1::5]]
     views += [base[1:, k::s] for s in (2, 3, 4, 5, -1, -2, -3) for k in (0, 1)]
     views += [base[3, ::s] for s in (2, 3, 4, 6, -1)]
-    views += [base.T, base[:, ::2].T, np.broadcast_to(base[0], (5, 40))]
+    views += [base.T, base[:, ::2].T, base[1:, 3:].T, np.broadcast_to(base[0], (5, 40))]
+    # Fortran order: 8 x 8 blocks and both edges
+    views += [np.asfortranarray(base[:r, :c]) for r, c in ((8, 8), (12, 40), (11, 37), (1, 9))]
+    views += [np.asfortranarray((rng.standard_normal((203, 77)) * 3).astype(dt))]
     for v in views:
         c = _fast.c_contiguous(v)
         assert c.flags.c_contiguous and c.dtype == v.dtype and c.shape == v.shape
         np.testing.assert_array_equal(c, np.ascontiguousarray(v), err_msg=str(v.strides))
-        assert not np.shares_memory(c, base)
+        assert c is v if v.flags.c_contiguous else not np.shares_memory(c, v)
     assert _fast.c_contiguous(base) is base
 
 

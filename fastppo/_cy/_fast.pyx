@@ -276,6 +276,57 @@ cdef inline void _gather_row(const item* row, item* dst, Py_ssize_t n,
         dst[j] = row[j * step]
 
 
+cdef inline Py_ssize_t _abs(Py_ssize_t x) noexcept nogil:
+    return -x if x < 0 else x
+
+
+cdef void _transpose(const char* src, item* dst, Py_ssize_t rows, Py_ssize_t n,
+                     Py_ssize_t row_step, Py_ssize_t col_step) noexcept nogil:
+    """:func:`_gather` for views whose columns lie further apart than their rows
+    (a Fortran-ordered array, a transpose), in 8 x 8 blocks: eight columns
+    read into a small tile, eight rows written from it, so a block's lines
+    stay in L1 and, where rows are adjacent, both loops vectorise (reading
+    element by element along rows missed a line per element). A Fortran
+    [2048, 256] float32 array 1.47 ms -> 130-150 us, [4096, 17] 68 -> 16 us
+    (znver4; numpy's strided copy was as slow as the element-wise loop)."""
+    cdef Py_ssize_t rb = rows - rows % 8, nb = n - n % 8, i0, j0, i, j
+    for j0 in range(0, nb, 8):
+        for i0 in range(0, rb, 8):
+            if row_step == sizeof(item):  # adjacent rows: the tile's loads vectorise
+                _block8(<const item*>(src + j0 * col_step + i0 * row_step), col_step,
+                        dst + i0 * n + j0, n)
+            else:
+                for i in range(i0, i0 + 8):
+                    for j in range(j0, j0 + 8):
+                        dst[i * n + j] = (<const item*>(src + i * row_step + j * col_step))[0]
+    # the edges: columns past the blocks (every row), then rows past them
+    for j in range(nb, n):
+        for i in range(rows):
+            dst[i * n + j] = (<const item*>(src + i * row_step + j * col_step))[0]
+    for i in range(rb, rows):
+        for j in range(nb):
+            dst[i * n + j] = (<const item*>(src + i * row_step + j * col_step))[0]
+
+
+cdef inline void _block8(const item* src, Py_ssize_t col_step, item* dst,
+                         Py_ssize_t n) noexcept nogil:
+    """One 8 x 8 block of :func:`_transpose` whose rows are adjacent: its eight
+    columns (``col_step`` bytes apart) into a tile, then eight rows of ``dst``
+    (``n`` items apart) from it."""
+    cdef item t[64]
+    cdef const item* c
+    cdef item* d
+    cdef int ii, jj
+    for jj in range(8):
+        c = <const item*>(<const char*>src + jj * col_step)
+        for ii in range(8):
+            t[ii * 8 + jj] = c[ii]
+    for ii in range(8):
+        d = dst + ii * n
+        for jj in range(8):
+            d[jj] = t[ii * 8 + jj]
+
+
 cdef object _c_copy(cnp.ndarray a):
     """A C-ordered copy of ``a`` (``np.ascontiguousarray``'s values). Aligned
     1-D and 2-D float32/float64/bool/uint8 arrays are gathered in C: for every
@@ -295,8 +346,16 @@ cdef object _c_copy(cnp.ndarray a):
     cdef cnp.ndarray out = cnp.PyArray_EMPTY(nd, cnp.PyArray_DIMS(a), t, 0)
     cdef const char* src = <const char*>cnp.PyArray_DATA(a)
     cdef void* dst = cnp.PyArray_DATA(out)
+    cdef Py_ssize_t col_step = step * size
     with nogil:
-        if size == 4:
+        if rows > 1 and _abs(col_step) > _abs(row_step):
+            if size == 4:
+                _transpose(src, <float*>dst, rows, n, row_step, col_step)
+            elif size == 8:
+                _transpose(src, <double*>dst, rows, n, row_step, col_step)
+            else:
+                _transpose(src, <unsigned char*>dst, rows, n, row_step, col_step)
+        elif size == 4:
             _gather(src, <float*>dst, rows, n, row_step, step)
         elif size == 8:
             _gather(src, <double*>dst, rows, n, row_step, step)
