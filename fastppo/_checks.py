@@ -27,7 +27,7 @@ from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
 
 try:  # the extension alone: _fastpath also configures the sweeps (30 ms more)
-    from fastppo._cy._fast import may_share_memory
+    from fastppo._cy._fast import c_contiguous, may_share_memory
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
 
@@ -244,7 +244,7 @@ def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
             fail(fn, name, "0/1 flags", f"value {a[w != a].flat[0]!r}")
         a = w
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
-        a = np.ascontiguousarray(a)
+        a = c_contiguous(a)
     out = np.empty(a.shape, np.uint8, order="C" if a.flags.c_contiguous else "F")
     bad = int(_kc.float_flags(a.ravel(order="K"), out.ravel(order="K")))
     if bad >= 0:

@@ -17,9 +17,6 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
 
-#: ``np.ascontiguousarray`` for the general path, copying as the fast path does
-c_contiguous = fast.c_contiguous
-
 # Kinds, as fastppo.kernels.cabi.entry numbers them.
 GAE, VTRACE, RETURNS, CATEGORICAL, GAUSSIAN = range(5)
 
@@ -34,4 +31,4 @@ _OPTIONS = (_ka.HAS_TRUNC, _ka.HAS_FINAL, _ka.HAS_VALID, _ka.BATCH_MAJOR)
 fast.configure(_load_entry, (*_OPTIONS, _ka.CHECK_ROWS, _ka.STATUS, _ka.BLOCK))
 
 
-__all__ = ["CATEGORICAL", "GAE", "GAUSSIAN", "RETURNS", "VTRACE", "c_contiguous", "fast"]
+__all__ = ["CATEGORICAL", "GAE", "GAUSSIAN", "RETURNS", "VTRACE", "fast"]

@@ -619,6 +619,42 @@ def test_next_step_valid():
     np.testing.assert_array_equal(R.next_step_valid(te, tr), expect)
 
 
+def _wide(a: np.ndarray) -> np.ndarray:
+    w = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
+    w[:, ::2] = a
+    return w[:, ::2]
+
+
+@pytest.mark.parametrize(("T", "N"), [(1, 3), (2, 1), (7, 5), (64, 33)])
+def test_next_step_valid_in_every_layout_equals_the_reference(T, N):
+    """The memory-order computation (N back in C order, one back in Fortran
+    order with row 0 set after) in every layout and flag dtype; Fortran-ordered
+    flags give a Fortran-ordered result, as the batch-major sweeps read it."""
+    rng = np.random.default_rng(T * N)
+    te = rng.random((T, N)) < 0.3
+    tr = rng.random((T, N)) < 0.3
+    pd = rng.random(N) < 0.5
+    forms = {
+        "C": (te, tr),
+        "Fortran": (np.asfortranarray(te), np.asfortranarray(tr)),
+        "batch-major .T": (np.ascontiguousarray(te.T).T, np.ascontiguousarray(tr.T).T),
+        "mixed": (np.asfortranarray(te), tr),
+        "mixed the other way": (te, np.asfortranarray(tr)),
+        "strided": (_wide(te), _wide(tr)),
+        "uint8": (te.astype(np.uint8), np.asfortranarray(tr.astype(np.uint8))),
+        "float": (te.astype(np.float32), tr.astype(np.float64)),
+    }
+    for label, (a, b) in forms.items():
+        for prev in (None, pd):
+            got = fastppo.next_step_valid(a, b, prev_done=prev)
+            np.testing.assert_array_equal(got, R.next_step_valid(te, tr, prev), err_msg=label)
+            assert got.dtype == np.bool_
+        if label in ("Fortran", "batch-major .T", "mixed") and T > 1 and N > 1:
+            assert got.flags.f_contiguous and not got.flags.c_contiguous, label
+    got = fastppo.next_step_valid(te[:, 0], tr[:, 0], prev_done=pd[0])
+    np.testing.assert_array_equal(got, R.next_step_valid(te[:, 0], tr[:, 0], pd[0]))
+
+
 # ---------------------------------------------------------------- errors
 
 

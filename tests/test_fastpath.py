@@ -407,6 +407,8 @@ def test_c_contiguous_copies_every_view_as_numpy_does(dt):
     views = [base[:, :7], base[::2], base[::3, 1::5]]
     views += [base[1:, k::s] for s in (2, 3, 4, 5, -1, -2, -3) for k in (0, 1)]
     views += [base[3, ::s] for s in (2, 3, 4, 6, -1)]
+    # rows that continue each other (copied as one run), reversed
+    views += [base[::-1, ::-1], base[::-1], base[::-2, ::-2], base[2:9, ::-3]]
     views += [base.T, base[:, ::2].T, base[1:, 3:].T, np.broadcast_to(base[0], (5, 40))]
     # Fortran order: 8 x 8 blocks and both edges
     views += [np.asfortranarray(base[:r, :c]) for r, c in ((8, 8), (12, 40), (11, 37), (1, 9))]

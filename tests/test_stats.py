@@ -405,6 +405,48 @@ def test_read_only_and_non_contiguous_inputs(update_path) -> None:
     np.testing.assert_allclose(y, ref.normalize(x[:, ::2], a.mean, a.var, 1e-8), rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (5,)])
+def test_every_layout_gives_the_c_order_bits(dtype, shape) -> None:
+    """Fortran-ordered, transposed and strided batches fold their rows in C
+    order (the C copy), so the state has the C-contiguous batch's bits; the
+    normalisations are element-wise and equal bit for bit, one-feature
+    statistics writing a Fortran-ordered array's result in its own order."""
+    rng = np.random.default_rng(11)
+    lead = (300, 7)
+    x = (rng.normal(size=(*lead, *shape)) * 3 + 1).astype(dtype)
+    if shape:  # [N, D] batches: the layouts of a per-step batch
+        x = x.reshape(-1, *shape)
+    wide = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype)
+    wide[..., ::2] = x
+    forms = {
+        "Fortran": np.asfortranarray(x),
+        "transposed": np.ascontiguousarray(x.T).T,
+        "strided": wide[..., ::2],
+        "read-only Fortran": np.asfortranarray(x),
+    }
+    forms["read-only Fortran"].flags.writeable = False
+    want = RunningMeanStd(shape)
+    want.update(x)
+    y = want.normalize(x, clip=2.0)
+    z = want.denormalize(x)
+    for label, f in forms.items():
+        got = RunningMeanStd(shape)
+        got.update(f)
+        assert got.state_dict() == want.state_dict(), label
+        yf = got.normalize(f, clip=2.0)
+        np.testing.assert_array_equal(yf, y, err_msg=label)
+        np.testing.assert_array_equal(got.denormalize(f), z, err_msg=label)
+        np.testing.assert_array_equal(
+            normalize_returns(f, got.copy(), update=False), want.normalize(x, 5.0), err_msg=label
+        )
+        if not shape and f.flags.f_contiguous:
+            assert yf.flags.f_contiguous and not yf.flags.c_contiguous, label
+            out = np.empty(x.shape, dtype)  # a C-ordered out= is written too
+            assert got.normalize(f, clip=2.0, out=out) is out
+            np.testing.assert_array_equal(out, y, err_msg=label)
+
+
 def test_merge_with_empty_and_self() -> None:
     a = RunningMeanStd((2,))
     b = RunningMeanStd((2,))

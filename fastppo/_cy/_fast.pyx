@@ -347,6 +347,8 @@ cdef object _c_copy(cnp.ndarray a):
     cdef const char* src = <const char*>cnp.PyArray_DATA(a)
     cdef void* dst = cnp.PyArray_DATA(out)
     cdef Py_ssize_t col_step = step * size
+    if rows > 1 and row_step == n * col_step:  # rows that continue each other: one run
+        n, rows = n * rows, 1
     with nogil:
         if rows > 1 and _abs(col_step) > _abs(row_step):
             if size == 4:

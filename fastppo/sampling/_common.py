@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from fastppo import _dispatch
-from fastppo._checks import as_array, check_no_overlap, check_out_pair, fail
+from fastppo._checks import as_array, c_contiguous, check_no_overlap, check_out_pair, fail
 from fastppo._fastpath import CATEGORICAL, GAUSSIAN
 from fastppo._fastpath import fast as _fast
 
@@ -103,7 +103,7 @@ def _logits2d(fn: str, name: str, x: Any) -> np.ndarray:
     if a.ndim != 2:
         fail(fn, name, "2-D [n_envs, n_actions]", f"shape {a.shape}")
     if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
+        a = c_contiguous(a)
     return a
 
 
@@ -135,12 +135,12 @@ def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.nd
         # state-independent path. Both paths compute exp and the densities
         # alike (the same bits; rows equal by == differ at most in the sign of
         # a zero, which no sum they enter can see).
-        ls2 = ls[:1] if ls.strides[0] == 0 else np.ascontiguousarray(ls)
+        ls2 = ls[:1] if ls.strides[0] == 0 else c_contiguous(ls)
         if _fast.same_rows(ls2):
             ls2 = ls2[:1]
     else:
         fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
-    return mu, ls2 if ls2.flags.c_contiguous else np.ascontiguousarray(ls2)
+    return mu, ls2 if ls2.flags.c_contiguous else c_contiguous(ls2)
 
 
 def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -154,7 +154,7 @@ def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
     if m.shape != shape:
         fail(fn, "mask", f"shape {shape} like logits", f"shape {m.shape}")
     if not m.flags.c_contiguous:
-        m = np.ascontiguousarray(m)
+        m = c_contiguous(m)
     return m
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fastppo import _dispatch
-from fastppo._checks import as_array, fail
+from fastppo._checks import as_array, c_contiguous, fail
 from fastppo._jit import by_size
 from fastppo.kernels import logp as _k
 from fastppo.sampling._common import (
@@ -130,7 +130,7 @@ def gaussian_logp_entropy(
     sq_ent = _flag(fn, "squashed_entropy", squashed_entropy)
     if sq_ent and not sq:
         fail(fn, "squashed_entropy", "False unless squash=True", "True with squash=False")
-    act = np.ascontiguousarray(act, dtype=mu.dtype)
+    act = c_contiguous(act) if act.dtype == mu.dtype else act.astype(mu.dtype, order="C")
     logp = np.empty(n, dtype=mu.dtype)
     ent = np.empty(n, dtype=mu.dtype)
     kern = by_size(_k.gaussian_logp_entropy, n * a_dim, _dispatch.PARALLEL_MIN_LOGITS)

@@ -11,6 +11,7 @@ import numpy as np
 from fastppo._checks import (
     FLOATS,
     as_array,
+    c_contiguous,
     check_finite,
     check_no_overlap,
     check_out,
@@ -126,11 +127,11 @@ class ReturnNormalizer:
                 fn, "rewards", f"shape [{self._n_envs}] or [T, {self._n_envs}]", f"shape {a.shape}"
             )
         shape2 = (1, self._n_envs) if a.ndim == 1 else a.shape
-        term = np.ascontiguousarray(flag_array(fn, "terminated", terminated, a.shape))
-        trunc = np.ascontiguousarray(flag_array(fn, "truncated", truncated, a.shape))
+        term = c_contiguous(flag_array(fn, "terminated", terminated, a.shape))
+        trunc = c_contiguous(flag_array(fn, "truncated", truncated, a.shape))
         v = None
         if valid is not None:
-            v = np.ascontiguousarray(flag_array(fn, "valid", valid, a.shape)).reshape(shape2)
+            v = c_contiguous(flag_array(fn, "valid", valid, a.shape)).reshape(shape2)
         check_finite(fn, "rewards", a)
         o = None
         if out is not None:
@@ -140,7 +141,7 @@ class ReturnNormalizer:
         res = o if o is not None else np.empty(a.shape, a.dtype)
         if a.size == 0:
             return res
-        r2 = np.ascontiguousarray(a).reshape(shape2)
+        r2 = c_contiguous(a).reshape(shape2)
         direct = res.flags.c_contiguous
         o2 = res.reshape(shape2) if direct else np.empty(shape2, a.dtype)
         step = self._cy.step_f32 if a.dtype == np.float32 else self._cy.step_f64

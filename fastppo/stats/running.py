@@ -12,6 +12,7 @@ import numpy as np
 from fastppo import _dispatch
 from fastppo._checks import (
     as_array,
+    c_contiguous,
     check_finite,
     check_no_overlap,
     check_out,
@@ -168,7 +169,7 @@ class RunningMeanStd:
         v = None
         if valid is not None:
             lead = a.shape[: a.ndim - len(self._shape)]
-            v = np.ascontiguousarray(flag_array(fn, "valid", valid, lead)).reshape(-1)
+            v = c_contiguous(flag_array(fn, "valid", valid, lead)).reshape(-1)
         n_feat = self._n_feat
         if n_feat == 0:
             rows = math.prod(a.shape[: a.ndim - len(self._shape)])
@@ -178,10 +179,12 @@ class RunningMeanStd:
         if size == 0:
             return
         rows = size // n_feat
-        # a per-step [N, D] batch is already the kernels' 2-D layout: skip the reshape
-        x = a if a.ndim == 2 and a.shape[1] == n_feat else a.reshape(rows, n_feat)
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
+        # C order first (the C copy: numpy's reshape of a Fortran-ordered
+        # array copies element by element, 10x slower), then [rows, D], a
+        # view: the rows are folded in C order whatever the layout, so every
+        # layout gives the same bits. A per-step [N, D] batch needs no reshape.
+        c = a if a.flags.c_contiguous else c_contiguous(a)
+        x = c if c.ndim == 2 and c.shape[1] == n_feat else c.reshape(rows, n_feat)
         up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
         n = up(x, v, float(self._count), threads(size))
         if n == -2:
@@ -274,8 +277,12 @@ class RunningMeanStd:
         if fast is not None:
             return fast
         a = float_input(fn, name, x, self._shape)
+        # one feature and a Fortran-ordered array: the map is the same for
+        # every element, so it runs over the memory as it lies, into a result
+        # in the same order (what numpy's element-wise functions return)
+        f_order = self._n_feat == 1 and a.flags.f_contiguous and not a.flags.c_contiguous
         if out is None:
-            res = np.empty(a.shape, a.dtype)
+            res = np.empty(a.shape, a.dtype, order="F" if f_order else "C")
         else:
             res = check_out(fn, "out", out, a.shape, a.dtype)
             check_no_overlap(fn, (res,), {name: a})
@@ -283,20 +290,24 @@ class RunningMeanStd:
         if a.size == 0:
             return res
         rows = a.size // n_feat
-        # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
-        two_d = a.ndim == 2 and a.shape[1] == n_feat
-        x2 = a if two_d else a.reshape(rows, n_feat)
-        if not x2.flags.c_contiguous:
-            x2 = np.ascontiguousarray(x2)
-        direct = res.flags.c_contiguous
-        if direct:
-            r2 = res if two_d else res.reshape(rows, n_feat)
+        if f_order:  # the transposes are C-contiguous views, element for element
+            x2 = a.T.reshape(rows, 1)
+            direct = res.flags.f_contiguous
+            r2 = res.T.reshape(rows, 1) if direct else np.empty((rows, 1), a.dtype)
         else:
-            r2 = np.empty((rows, n_feat), a.dtype)
+            # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
+            two_d = a.ndim == 2 and a.shape[1] == n_feat
+            c = a if a.flags.c_contiguous else c_contiguous(a)
+            x2 = c if two_d else c.reshape(rows, n_feat)
+            direct = res.flags.c_contiguous
+            if direct:
+                r2 = res if two_d else res.reshape(rows, n_feat)
+            else:
+                r2 = np.empty((rows, n_feat), a.dtype)
         aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
         aff(x2, r2, self._epsilon, normalize, clip, threads(a.size))
         if not direct:
-            np.copyto(res, r2.reshape(a.shape))
+            np.copyto(res, r2.reshape(a.T.shape).T if f_order else r2.reshape(a.shape))
         return res
 
     def normalize(self, x: Any, clip: float | None = None, out: Any = None) -> np.ndarray:
