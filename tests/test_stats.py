@@ -330,6 +330,20 @@ def test_affine_every_thread_count_gives_the_same_bits(dtype, divide, clip) -> N
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
     assert np.isnan(outs[0][3, 2])
+    # feature-major (a Fortran-ordered batch's transpose): the same bits
+    xt = np.ascontiguousarray(x.T)
+    for threads in (1, 3):
+        out_t = np.empty_like(xt)
+        aff(xt, out_t, 1e-8, divide, clip, threads, True)
+        np.testing.assert_array_equal(out_t, outs[0].T)
+    # one feature: its rows are one run
+    up1 = cy_stats.Updater(mean[:1].copy(), var[:1].copy(), *layout(1))
+    x1 = np.ascontiguousarray(x[:, :1])
+    aff1 = up1.affine_f32 if dtype == np.float32 else up1.affine_f64
+    for threads in (1, 3):
+        out1 = np.empty_like(x1)
+        aff1(x1, out1, 1e-8, divide, clip, threads)
+        np.testing.assert_array_equal(out1, outs[0][:, :1])
     if divide:
         exp = ref.normalize(x, mean, var, 1e-8, clip or None)
     else:
@@ -440,7 +454,7 @@ def test_every_layout_gives_the_c_order_bits(dtype, shape) -> None:
         np.testing.assert_array_equal(
             normalize_returns(f, got.copy(), update=False), want.normalize(x, 5.0), err_msg=label
         )
-        if not shape and f.flags.f_contiguous:
+        if f.flags.f_contiguous:  # mapped feature-major, into the same order
             assert yf.flags.f_contiguous and not yf.flags.c_contiguous, label
             out = np.empty(x.shape, dtype)  # a C-ordered out= is written too
             assert got.normalize(f, clip=2.0, out=out) is out

@@ -20,6 +20,7 @@ class Updater:
         normalize: bool,
         clip: float,
         n_threads: int = 1,
+        columns: bool = False,
     ) -> None: ...
     update_f32 = update_f64
     affine_f32 = affine_f64

@@ -252,12 +252,36 @@ cdef inline void _affine_rows(const floating* x, floating* out, Py_ssize_t r0, P
                 outr[j] = <floating> y
 
 
+cdef inline void _affine_run(const floating* x, floating* out, Py_ssize_t n, double mu,
+                             double factor, bint normalize, double clip) noexcept nogil:
+    # n values of one feature: its constants in registers, one contiguous run
+    # (the expressions of _affine_rows, so the same bits)
+    cdef Py_ssize_t k
+    cdef double y
+    if normalize:
+        for k in range(n):
+            y = (x[k] - mu) * factor
+            y = clip if (clip > 0.0 and y > clip) else y
+            y = -clip if (clip > 0.0 and y < -clip) else y
+            out[k] = <floating> y
+    else:
+        for k in range(n):
+            y = x[k] * factor + mu
+            y = clip if (clip > 0.0 and y > clip) else y
+            y = -clip if (clip > 0.0 and y < -clip) else y
+            out[k] = <floating> y
+
+
 cdef int _affine_all(const floating* x, floating* out, Py_ssize_t n_rows, Py_ssize_t n_feat,
                      const double* mu, const double* var, double epsilon, bint normalize,
-                     double clip, int n_threads) noexcept nogil:
+                     double clip, int n_threads, bint columns=False) noexcept nogil:
     # The whole affine map: the per-feature factor, then the rows (in row
-    # chunks on n_threads > 1). Returns 0, or -1 when out of memory.
-    cdef Py_ssize_t j, c, rows
+    # chunks on n_threads > 1). ``columns``: x and out are feature-major
+    # [n_feat, n_rows] (a Fortran-ordered batch's transpose), swept one
+    # feature's run at a time; so is a batch of one feature, whose rows are
+    # one value each (a row loop of length 1 ran 12x slower: normalize_returns
+    # [2048, 256] float32, znver4). Returns 0, or -1 when out of memory.
+    cdef Py_ssize_t j, c, rows, pieces, r0
     cdef double* factor = <double*> calloc(n_feat, sizeof(double))
     if factor == NULL:
         return -1
@@ -268,7 +292,20 @@ cdef int _affine_all(const floating* x, floating* out, Py_ssize_t n_rows, Py_ssi
         if normalize:
             factor[j] = 1.0 / factor[j]
     rows = max(1, 65536 // n_feat)  # 256-512 KiB per task
-    if n_threads > 1 and n_rows > rows:
+    if columns or n_feat == 1:
+        rows = 65536
+        pieces = (n_rows + rows - 1) // rows  # tasks per feature
+        if n_threads > 1 and n_feat * pieces > 1:
+            for c in prange(n_feat * pieces, num_threads=n_threads, schedule="static"):
+                j = c // pieces
+                r0 = (c % pieces) * rows
+                _affine_run(x + j * n_rows + r0, out + j * n_rows + r0,
+                            min(n_rows, r0 + rows) - r0, mu[j], factor[j], normalize, clip)
+        else:
+            for j in range(n_feat):
+                _affine_run(x + j * n_rows, out + j * n_rows, n_rows, mu[j], factor[j],
+                            normalize, clip)
+    elif n_threads > 1 and n_rows > rows:
         for c in prange((n_rows + rows - 1) // rows, num_threads=n_threads, schedule="static"):
             _affine_rows(x, out, c * rows, min(n_rows, (c + 1) * rows), n_feat, mu, factor,
                          normalize, clip)
@@ -316,22 +353,35 @@ cdef class Updater:
         return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a, n_threads)
 
     def affine_f32(self, const float[:, ::1] x not None, float[:, ::1] out not None,
-                   double epsilon, bint normalize, double clip, int n_threads=1):
+                   double epsilon, bint normalize, double clip, int n_threads=1,
+                   bint columns=False):
         """``out = (x - mean) * (1 / sqrt(var + epsilon))`` (``normalize``) or
         ``x * sqrt(var + epsilon) + mean``, clipped to ``[-clip, clip]`` when
-        ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``."""
-        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip, n_threads)
+        ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``.
+        ``x`` and ``out`` are ``[R, D]``, or feature-major ``[D, R]`` with
+        ``columns`` (the transposes of Fortran-ordered ``[R, D]`` arrays)."""
+        if columns:
+            self._affine(&x[0, 0], &out[0, 0], x.shape[1], x.shape[0], out.shape[1],
+                         out.shape[0], epsilon, normalize, clip, n_threads, True)
+        else:
+            self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
+                         out.shape[1], epsilon, normalize, clip, n_threads, False)
 
     def affine_f64(self, const double[:, ::1] x not None, double[:, ::1] out not None,
-                   double epsilon, bint normalize, double clip, int n_threads=1):
+                   double epsilon, bint normalize, double clip, int n_threads=1,
+                   bint columns=False):
         """float64 twin of :meth:`affine_f32`."""
-        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip, n_threads)
+        if columns:
+            self._affine(&x[0, 0], &out[0, 0], x.shape[1], x.shape[0], out.shape[1],
+                         out.shape[0], epsilon, normalize, clip, n_threads, True)
+        else:
+            self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
+                         out.shape[1], epsilon, normalize, clip, n_threads, False)
 
     cdef int _affine(self, const floating* x, floating* out, Py_ssize_t n_rows,
                      Py_ssize_t n_feat, Py_ssize_t out_rows, Py_ssize_t out_feat,
-                     double epsilon, bint normalize, double clip, int n_threads) except -1:
+                     double epsilon, bint normalize, double clip, int n_threads,
+                     bint columns) except -1:
         cdef int ok
         cdef const double* mu = &self.mean[0]
         if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
@@ -344,7 +394,7 @@ cdef class Updater:
             return 0
         with nogil:
             ok = _affine_all(x, out, n_rows, n_feat, mu, &self.var[0], epsilon, normalize, clip,
-                             n_threads)
+                             n_threads, columns)
         if ok < 0:
             raise MemoryError()
         return 0

@@ -34,6 +34,11 @@ from fastppo.stats._common import (
 )
 
 
+def _f_ordered(a: np.ndarray) -> bool:
+    """Fortran-ordered and not also C-contiguous (more than one row and column)."""
+    return bool(a.flags.f_contiguous) and not a.flags.c_contiguous
+
+
 class RunningMeanStd:
     """Exact running mean and (population) variance of a stream of batches.
 
@@ -256,16 +261,17 @@ class RunningMeanStd:
             aff = self._cy.affine_f64
         else:
             return None
-        res = np.empty(x.shape, dt) if out is None else out
+        cols = _f_ordered(x)  # then feature-major: the transposes (see _affine)
+        res = np.empty(x.shape, dt, order="F" if cols else "C") if out is None else out
         if x.ndim == 2 and self._fast_2d:
-            x2, r2 = x, res
+            x2, r2 = (x.T, res.T) if cols else (x, res)
         elif x.ndim == 1 and self._fast_1d and type(res) is np.ndarray and res.ndim == 1:
             # [:, None] is always a view, so a result can never land in a copy
             x2, r2 = x[:, None], res[:, None]
         else:
             return None
         try:
-            aff(x2, r2, self._epsilon, normalize, clip)
+            aff(x2, r2, self._epsilon, normalize, clip, 1, cols)
         except (ValueError, TypeError, BufferError):
             return None
         return res
@@ -277,10 +283,12 @@ class RunningMeanStd:
         if fast is not None:
             return fast
         a = float_input(fn, name, x, self._shape)
-        # one feature and a Fortran-ordered array: the map is the same for
-        # every element, so it runs over the memory as it lies, into a result
-        # in the same order (what numpy's element-wise functions return)
-        f_order = self._n_feat == 1 and a.flags.f_contiguous and not a.flags.c_contiguous
+        # a Fortran-ordered array (one feature, or [R, D]) is mapped as it lies:
+        # its transpose is C-contiguous and feature-major, and the result
+        # takes its order (as numpy's element-wise functions do)
+        f_order = _f_ordered(a) and (
+            self._n_feat == 1 or (a.ndim == 2 and a.shape[1] == self._n_feat)
+        )
         if out is None:
             res = np.empty(a.shape, a.dtype, order="F" if f_order else "C")
         else:
@@ -290,11 +298,16 @@ class RunningMeanStd:
         if a.size == 0:
             return res
         rows = a.size // n_feat
-        if f_order:  # the transposes are C-contiguous views, element for element
-            x2 = a.T.reshape(rows, 1)
+        if f_order:  # the transposes: C-contiguous views, feature-major
+            cols = a.ndim == 2 and n_feat > 1
+            x2 = a.T if cols else a.T.reshape(rows, 1)
             direct = res.flags.f_contiguous
-            r2 = res.T.reshape(rows, 1) if direct else np.empty((rows, 1), a.dtype)
+            if direct:
+                r2 = res.T if cols else res.T.reshape(rows, 1)
+            else:
+                r2 = np.empty(x2.shape, a.dtype)
         else:
+            cols = False
             # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
             two_d = a.ndim == 2 and a.shape[1] == n_feat
             c = a if a.flags.c_contiguous else c_contiguous(a)
@@ -305,7 +318,7 @@ class RunningMeanStd:
             else:
                 r2 = np.empty((rows, n_feat), a.dtype)
         aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
-        aff(x2, r2, self._epsilon, normalize, clip, threads(a.size))
+        aff(x2, r2, self._epsilon, normalize, clip, threads(a.size), cols)
         if not direct:
             np.copyto(res, r2.reshape(a.T.shape).T if f_order else r2.reshape(a.shape))
         return res

@@ -193,10 +193,200 @@ def _sampler_forms(torch: Any) -> list[Group]:
     return [gaussian, categorical, single]
 
 
+def _state_check(results: dict[str, Any]) -> None:
+    """The running states after one update each: the same bits in every form."""
+    items = list(results.items())
+    want = items[0][1].state_dict()
+    for label, rms in items[1:]:
+        assert rms.state_dict() == want, label
+
+
+def _updating(rms_shape: tuple[int, ...], batch: Any) -> Callable[[], Any]:
+    """``RunningMeanStd.update`` on a state of its own (returned for the check)."""
+    import fastppo
+
+    rms = fastppo.RunningMeanStd(rms_shape)
+
+    def call() -> Any:
+        rms.update(batch)
+        return rms
+
+    return call
+
+
+def _kernel_forms(torch: Any, n: int, T: int, N: int) -> list[Group]:
+    """The other public kernels: log-densities, multi-discrete sampling, running
+    statistics and the next-step valid mask, ``n`` envs (or samples) and a
+    ``[T, N]`` rollout, in the forms of :func:`_sweep_forms`."""
+    import fastppo
+
+    rng = np.random.default_rng(2)
+    no_torch = "not installed: pip install torch==2.13.0 (the bench extra)"
+    tt = torch.from_numpy if torch is not None else None
+    groups = []
+    lg = rng.standard_normal((n, 18)).astype(np.float32)
+    mk = rng.random((n, 18)) < 0.8
+    mk[:, 0] = True
+    act = np.argmax(np.where(mk, lg, -np.inf), 1)
+    groups.append(
+        _forms(
+            f"categorical_logp_entropy [{n}x18] float32 + mask",
+            fastppo.categorical_logp_entropy,
+            {"logits": lg, "actions": act, "mask": mk},
+            {
+                "read-only": {"logits": _readonly(lg), "actions": _readonly(act)},
+                "strided logits": {"logits": _strided(lg)},
+                "Fortran logits": {"logits": np.asfortranarray(lg)},
+                "uint8 mask": {"mask": mk.astype(np.uint8)},
+                "int32 actions": {"actions": act.astype(np.int32)},
+                "torch tensors": no_torch
+                if tt is None
+                else {"logits": tt(lg), "actions": tt(act), "mask": tt(mk)},
+            },
+        )
+    )
+    mu = rng.standard_normal((n, 6)).astype(np.float32)
+    ls = (0.1 * rng.standard_normal(6)).astype(np.float32)
+    a = (mu + 0.3 * rng.standard_normal((n, 6))).astype(np.float32)
+    groups.append(
+        _forms(
+            f"gaussian_logp_entropy [{n}x6] float32",
+            fastppo.gaussian_logp_entropy,
+            {"mean": mu, "log_std": ls, "actions": a},
+            {
+                "log_std [N, A]": {"log_std": np.ascontiguousarray(np.broadcast_to(ls, mu.shape))},
+                "log_std broadcast view": {"log_std": np.broadcast_to(ls, mu.shape)},
+                "read-only": {"mean": _readonly(mu), "actions": _readonly(a)},
+                "strided mean": {"mean": _strided(mu)},
+                "Fortran": {"mean": np.asfortranarray(mu), "actions": np.asfortranarray(a)},
+                "torch tensors": no_torch
+                if tt is None
+                else {"mean": tt(mu), "log_std": tt(ls), "actions": tt(a)},
+            },
+        )
+    )
+    ml = rng.standard_normal((n, 18)).astype(np.float32)
+    groups.append(
+        _forms(
+            f"sample_multi_categorical [{n}x(3,4,5,6)] float32",
+            fastppo.sample_multi_categorical,
+            {"logits": ml, "nvec": np.array([3, 4, 5, 6]), "seed": 1, "counter": 2},
+            {
+                "read-only": {"logits": _readonly(ml)},
+                "strided logits": {"logits": _strided(ml)},
+                "Fortran logits": {"logits": np.asfortranarray(ml)},
+                "nvec list": {"nvec": [3, 4, 5, 6]},
+                "torch tensor": no_torch if tt is None else {"logits": tt(ml)},
+            },
+        )
+    )
+    x = rng.standard_normal((n, 17)).astype(np.float32)
+    x_forms: dict[str, Any] = {
+        "read-only": _readonly(x),
+        "strided": _strided(x),
+        "Fortran": np.asfortranarray(x),
+        "torch tensor": no_torch if tt is None else tt(x),
+    }
+    groups.append(
+        Group(
+            name=f"forms: RunningMeanStd.update [{n}x17] float32",
+            baseline="best form",
+            impls={
+                label: f if isinstance(f, str) else _updating((17,), f)
+                for label, f in {"best form": x, **x_forms}.items()
+            },
+            check=_state_check,
+            target=TARGET,
+        )
+    )
+    rms = fastppo.RunningMeanStd((17,))
+    rms.update(x)
+    groups.append(
+        _forms(
+            f"RunningMeanStd.normalize [{n}x17] float32",
+            lambda x: rms.normalize(x, clip=5.0),
+            {"x": x},
+            {k: f if isinstance(f, str) else {"x": f} for k, f in x_forms.items()},
+        )
+    )
+    r = rng.standard_normal((T, N)).astype(np.float32)
+    rms1 = fastppo.RunningMeanStd(())
+    rms1.update(r)
+    groups.append(
+        _forms(
+            f"normalize_returns [{T}x{N}] float32 (update=False)",
+            lambda returns: fastppo.normalize_returns(returns, rms1, update=False),
+            {"returns": r},
+            {
+                "read-only": {"returns": _readonly(r)},
+                "batch-major [N, T].T": {"returns": _batch_major(r)},
+                "Fortran order": {"returns": np.asfortranarray(r)},
+                "strided": {"returns": _strided(r)},
+                "torch tensor": no_torch if tt is None else {"returns": tt(r)},
+            },
+        )
+    )
+    groups.append(
+        Group(
+            name=f"forms: normalize_returns update [{T}x{N}] float32",
+            baseline="best form",
+            impls={
+                label: f if isinstance(f, str) else _updating((), f)
+                for label, f in {
+                    "best form": r,
+                    "batch-major [N, T].T": _batch_major(r),
+                    "Fortran order": np.asfortranarray(r),
+                    "strided": _strided(r),
+                    "torch tensor": no_torch if tt is None else tt(r),
+                }.items()
+            },
+            check=_state_check,
+            target=TARGET,
+        )
+    )
+    te = rng.random((T, N)) < 0.01
+    tr = rng.random((T, N)) < 0.01
+    groups.append(
+        _forms(
+            f"next_step_valid [{T}x{N}]",
+            fastppo.next_step_valid,
+            {"terminated": te, "truncated": tr},
+            {
+                "read-only": {"terminated": _readonly(te), "truncated": _readonly(tr)},
+                "batch-major [N, T].T": {
+                    "terminated": _batch_major(te),
+                    "truncated": _batch_major(tr),
+                },
+                "Fortran order": {
+                    "terminated": np.asfortranarray(te),
+                    "truncated": np.asfortranarray(tr),
+                },
+                "strided": {"terminated": _strided(te), "truncated": _strided(tr)},
+                "uint8 flags": {"terminated": te.view(np.uint8), "truncated": tr.view(np.uint8)},
+                "float flags": {
+                    "terminated": te.astype(np.float32),
+                    "truncated": tr.astype(np.float32),
+                },
+                "torch tensors": no_torch
+                if tt is None
+                else {"terminated": tt(te), "truncated": tt(tr)},
+            },
+        )
+    )
+    return groups
+
+
 def groups(quick: bool, full: bool = False) -> list[Group]:
     torch = _torch()  # tensors only carry the data here: no torch compute is timed
     T, N = (512, 64) if quick and not full else (2048, 256)
     # [8x4]: a call small enough that each form's handling (a view, a copy, a
     # conversion) is most of its cost, as an N = 1 actor or a short rollout
     # pays it; the small-call fast path takes every form it can convert
-    return _sweep_forms(torch, 8, 4) + _sweep_forms(torch, T, N) + _sampler_forms(torch)
+    n = 1024 if quick and not full else 4096
+    return (
+        _sweep_forms(torch, 8, 4)
+        + _sweep_forms(torch, T, N)
+        + _sampler_forms(torch)
+        + _kernel_forms(torch, 8, 8, 4)
+        + _kernel_forms(torch, n, T, N)
+    )
