@@ -27,7 +27,7 @@ from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
 
 try:  # the extension alone: _fastpath also configures the sweeps (30 ms more)
-    from fastppo._cy._fast import c_contiguous, may_share_memory
+    from fastppo._cy._fast import c_contiguous, may_share_memory, ndarray_of
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
 
@@ -96,6 +96,9 @@ def as_array(fn: str, name: str, x: Any) -> np.ndarray:
     """View ``x`` as an ndarray without copying when possible."""
     if isinstance(x, np.ndarray):
         return x
+    a = ndarray_of(x)  # a plain CPU torch.Tensor's view, in C
+    if a is not None:
+        return a
     mod = type(x).__module__
     if mod.startswith("torch"):
         # The view first: Tensor.numpy() refuses every tensor it cannot view in

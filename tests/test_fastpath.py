@@ -454,6 +454,23 @@ def test_one_declaration_of_the_c_entries() -> None:
         assert len(sig.args) == len(decl)
 
 
+def test_ndarray_of_views_arrays_and_plain_cpu_tensors_only() -> None:
+    """The general paths' tensor view (as_array, the running statistics'
+    per-step calls): an ndarray as it is, a CPU tensor's memory (detached when
+    it needs a gradient), and None for anything else, which as_array then
+    diagnoses."""
+    torch = pytest.importorskip("torch")
+    a = np.arange(6.0).reshape(2, 3)
+    assert _fast.ndarray_of(a) is a
+    t = torch.arange(6.0).reshape(2, 3)
+    v = _fast.ndarray_of(t)
+    assert isinstance(v, np.ndarray) and v.ctypes.data == t.data_ptr() and v.shape == (2, 3)
+    g = torch.ones(3, requires_grad=True)
+    assert _fast.ndarray_of(g).ctypes.data == g.data_ptr()
+    for other in ([1.0, 2.0], 3.0, np.ma.masked_array([1.0]), torch.nn.Parameter(t.clone())):
+        assert _fast.ndarray_of(other) is None, type(other)
+
+
 def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -> None:
     """A plain CPU tensor is viewed by the fast path itself (Tensor.numpy(): the
     N = 1 torch actor's step); one that needs a gradient is taken as its

@@ -427,8 +427,12 @@ def test_inputs_are_not_copied(name: str, kind: str, spy: list) -> None:
     # So may tensors in the fast path of sample_categorical and the sweeps (of
     # any size), which views them with Tensor.numpy() itself (detached first
     # when they need a gradient)
-    # (test_fastpath.py::test_torch_logits_take_the_fast_path_through_their_numpy_view).
-    fast_path = ("sample_categorical", "gae", "vtrace", "discounted_returns")
+    # (test_fastpath.py::test_torch_logits_take_the_fast_path_through_their_numpy_view),
+    # and in the running statistics' per-step calls (_fast.ndarray_of, the same view).
+    fast_path = (
+        "sample_categorical", "gae", "vtrace", "discounted_returns", "RunningMeanStd",
+        "denormalize_values",
+    )  # fmt: skip
     own_views = name in fast_path and kind in ("torch", "torch_requires_grad")
     used = {k for k in wrapped.used if type(wrapped[k]) is not np.ndarray and not own_views}
     assert not used - checked, f"{name}: inputs never seen by as_array: {used - checked}"

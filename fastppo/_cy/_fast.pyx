@@ -424,6 +424,13 @@ cdef object _ndarray_of(object x):
     return None
 
 
+def ndarray_of(x):
+    """:func:`_ndarray_of` for the general paths (``_checks.as_array`` and the
+    running statistics' per-step calls): a tensor's view for 0.7 us, where
+    the type tests of Python code cost 0.35 us more."""
+    return _ndarray_of(x)
+
+
 cdef inline object _view(object x):
     """``x``, or the numpy view :func:`_ndarray_of` gives a plain ``torch.Tensor``
     (the sweeps' arrays: a torch caller's small sweep runs here, not through

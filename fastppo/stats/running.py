@@ -20,6 +20,7 @@ from fastppo._checks import (
     describe,
     fail,
     flag_array,
+    ndarray_of,
 )
 from fastppo.stats._common import (
     F32,
@@ -152,18 +153,20 @@ class RunningMeanStd:
             Trailing dims differ from ``shape``; ``valid`` of the wrong shape;
             a NaN/inf in a counted row. The state is then unchanged.
         """
-        if valid is None and type(batch) is np.ndarray:
-            # Per-step fast path: a C-contiguous [N, D] (or [N] for shape ())
-            # native float batch goes straight to Cython; anything else, and
-            # every error, takes the general path below.
-            dt = batch.dtype
-            if (dt is F32 or dt is F64) and 0 < batch.size < _dispatch.PARALLEL_MIN_STATS:
+        b = ndarray_of(batch) if valid is None else None
+        if b is not None:
+            # Per-step fast path: an [N, D] (or [N] for shape ()) native float
+            # batch, an array or a CPU tensor's view, goes straight to Cython,
+            # through the C copy unless C-contiguous; anything else, and every
+            # error, takes the general path below.
+            dt = b.dtype
+            if (dt is F32 or dt is F64) and 0 < b.size < _dispatch.PARALLEL_MIN_STATS:
                 x = None
-                if batch.ndim == 2 and self._fast_2d and batch.shape[1] == self._n_feat:
-                    x = batch
-                elif batch.ndim == 1 and self._fast_1d:
-                    x = batch.reshape(-1, 1)
-                if x is not None and x.flags.c_contiguous:
+                if b.ndim == 2 and self._fast_2d and b.shape[1] == self._n_feat:
+                    x = b if b.flags.c_contiguous else c_contiguous(b)
+                elif b.ndim == 1 and self._fast_1d:
+                    x = (b if b.flags.c_contiguous else c_contiguous(b)).reshape(-1, 1)
+                if x is not None:
                     up = self._cy.update_f32 if dt is F32 else self._cy.update_f64
                     n = up(x, None, float(self._count))
                     if n >= 0:
@@ -252,7 +255,8 @@ class RunningMeanStd:
         refusal returns None, and the general path then raises the proper
         error or handles the layout.
         """
-        if type(x) is not np.ndarray or x.size >= _dispatch.PARALLEL_MIN_STATS:
+        x = ndarray_of(x)  # an array, or a CPU tensor's view
+        if x is None or x.size >= _dispatch.PARALLEL_MIN_STATS:
             return None
         dt = x.dtype
         if dt is F32:
@@ -262,6 +266,8 @@ class RunningMeanStd:
         else:
             return None
         cols = _f_ordered(x)  # then feature-major: the transposes (see _affine)
+        if not (cols or x.flags.c_contiguous):
+            x = c_contiguous(x)
         res = np.empty(x.shape, dt, order="F" if cols else "C") if out is None else out
         if x.ndim == 2 and self._fast_2d:
             x2, r2 = (x.T, res.T) if cols else (x, res)
