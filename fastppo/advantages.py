@@ -642,7 +642,9 @@ def next_step_valid(
 
     Returns
     -------
-    valid : bool array of ``terminated``'s shape.
+    valid : bool array of ``terminated``'s shape, Fortran-ordered when
+        ``terminated`` is (batch-major ``[N, T]`` flags passed as ``.T``, so the
+        batch-major sweeps read it in place), else C-ordered.
     """
     fn = "next_step_valid"
     te = C.as_array(fn, "terminated", terminated)

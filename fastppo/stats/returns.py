@@ -267,7 +267,8 @@ def normalize_returns(
 
     Returns
     -------
-    ndarray like ``returns``.
+    ndarray like ``returns`` (Fortran-ordered when ``returns`` is, as
+    :meth:`RunningMeanStd.normalize` returns).
 
     Notes
     -----
@@ -301,7 +302,8 @@ def denormalize_values(values: Any, rms: RunningMeanStd, out: Any = None) -> np.
 
     Returns
     -------
-    ndarray like ``values``.
+    ndarray like ``values`` (Fortran-ordered when ``values`` is, as
+    :meth:`RunningMeanStd.normalize` returns).
     """
     fn = "denormalize_values"
     if not isinstance(rms, RunningMeanStd):

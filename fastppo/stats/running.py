@@ -341,7 +341,10 @@ class RunningMeanStd:
 
         Returns
         -------
-        ndarray of ``x``'s shape and dtype (arithmetic in float64).
+        ndarray of ``x``'s shape and dtype (arithmetic in float64), Fortran-ordered
+        when ``x`` is a Fortran-ordered ``[R, *shape]`` batch (or any
+        Fortran-ordered array for a one-feature state; as numpy's element-wise
+        functions keep the order), else C-ordered. The same bits either way.
         """
         fn = "RunningMeanStd.normalize"
         c = clip_value(fn, clip)
