@@ -267,8 +267,8 @@ def normalize_returns(
 
     Returns
     -------
-    ndarray like ``returns`` (Fortran-ordered when ``returns`` is, as
-    :meth:`RunningMeanStd.normalize` returns).
+    ndarray like ``returns``, in the memory order
+    :meth:`RunningMeanStd.normalize` returns.
 
     Notes
     -----
@@ -302,8 +302,8 @@ def denormalize_values(values: Any, rms: RunningMeanStd, out: Any = None) -> np.
 
     Returns
     -------
-    ndarray like ``values`` (Fortran-ordered when ``values`` is, as
-    :meth:`RunningMeanStd.normalize` returns).
+    ndarray like ``values``, in the memory order
+    :meth:`RunningMeanStd.normalize` returns.
     """
     fn = "denormalize_values"
     if not isinstance(rms, RunningMeanStd):
