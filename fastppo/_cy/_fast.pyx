@@ -327,6 +327,16 @@ cdef inline void _block8(const item* src, Py_ssize_t col_step, item* dst,
             d[jj] = t[ii * 8 + jj]
 
 
+cdef inline void _copy(const char* src, item* dst, Py_ssize_t rows, Py_ssize_t n,
+                       Py_ssize_t row_step, Py_ssize_t step) noexcept nogil:
+    """The rows of a view in C order: blocked where its columns lie further
+    apart than its rows, else row by row."""
+    if rows > 1 and _abs(step * <Py_ssize_t>sizeof(item)) > _abs(row_step):
+        _transpose(src, dst, rows, n, row_step, step * <Py_ssize_t>sizeof(item))
+    else:
+        _gather(src, dst, rows, n, row_step, step)
+
+
 cdef object _c_copy(cnp.ndarray a):
     """A C-ordered copy of ``a`` (``np.ascontiguousarray``'s values). Aligned
     1-D and 2-D float32/float64/bool/uint8 arrays are gathered in C: for every
@@ -346,23 +356,15 @@ cdef object _c_copy(cnp.ndarray a):
     cdef cnp.ndarray out = cnp.PyArray_EMPTY(nd, cnp.PyArray_DIMS(a), t, 0)
     cdef const char* src = <const char*>cnp.PyArray_DATA(a)
     cdef void* dst = cnp.PyArray_DATA(out)
-    cdef Py_ssize_t col_step = step * size
-    if rows > 1 and row_step == n * col_step:  # rows that continue each other: one run
+    if rows > 1 and row_step == n * step * size:  # rows that continue each other: one run
         n, rows = n * rows, 1
     with nogil:
-        if rows > 1 and _abs(col_step) > _abs(row_step):
-            if size == 4:
-                _transpose(src, <float*>dst, rows, n, row_step, col_step)
-            elif size == 8:
-                _transpose(src, <double*>dst, rows, n, row_step, col_step)
-            else:
-                _transpose(src, <unsigned char*>dst, rows, n, row_step, col_step)
-        elif size == 4:
-            _gather(src, <float*>dst, rows, n, row_step, step)
+        if size == 4:
+            _copy(src, <float*>dst, rows, n, row_step, step)
         elif size == 8:
-            _gather(src, <double*>dst, rows, n, row_step, step)
+            _copy(src, <double*>dst, rows, n, row_step, step)
         else:
-            _gather(src, <unsigned char*>dst, rows, n, row_step, step)
+            _copy(src, <unsigned char*>dst, rows, n, row_step, step)
     return out
 
 

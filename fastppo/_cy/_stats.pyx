@@ -360,23 +360,15 @@ cdef class Updater:
         ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``.
         ``x`` and ``out`` are ``[R, D]``, or feature-major ``[D, R]`` with
         ``columns`` (the transposes of Fortran-ordered ``[R, D]`` arrays)."""
-        if columns:
-            self._affine(&x[0, 0], &out[0, 0], x.shape[1], x.shape[0], out.shape[1],
-                         out.shape[0], epsilon, normalize, clip, n_threads, True)
-        else:
-            self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                         out.shape[1], epsilon, normalize, clip, n_threads, False)
+        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
+                     out.shape[1], epsilon, normalize, clip, n_threads, columns)
 
     def affine_f64(self, const double[:, ::1] x not None, double[:, ::1] out not None,
                    double epsilon, bint normalize, double clip, int n_threads=1,
                    bint columns=False):
         """float64 twin of :meth:`affine_f32`."""
-        if columns:
-            self._affine(&x[0, 0], &out[0, 0], x.shape[1], x.shape[0], out.shape[1],
-                         out.shape[0], epsilon, normalize, clip, n_threads, True)
-        else:
-            self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                         out.shape[1], epsilon, normalize, clip, n_threads, False)
+        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
+                     out.shape[1], epsilon, normalize, clip, n_threads, columns)
 
     cdef int _affine(self, const floating* x, floating* out, Py_ssize_t n_rows,
                      Py_ssize_t n_feat, Py_ssize_t out_rows, Py_ssize_t out_feat,
@@ -384,6 +376,8 @@ cdef class Updater:
                      bint columns) except -1:
         cdef int ok
         cdef const double* mu = &self.mean[0]
+        if columns:  # feature-major: the shapes are [D, R]
+            n_rows, n_feat, out_rows, out_feat = n_feat, n_rows, out_feat, out_rows
         if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
             raise ValueError("Updater: x/out shape does not match the state")
         # both are C-contiguous, so these address ranges are exactly their bytes
