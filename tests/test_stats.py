@@ -522,6 +522,45 @@ def test_return_normalizer_fast_and_general_paths_agree() -> None:
     np.testing.assert_array_equal(a.returns, b.returns)
 
 
+def test_return_normalizer_fast_path_takes_tensors_uint8_and_strided_forms(monkeypatch) -> None:
+    """Per-step forms the fast path now takes (tensors, uint8 and float 0/1
+    flags, strided views): the same bits and state as bool C-contiguous
+    arrays, without entering the general path; a float flag that is not 0/1
+    still gets the general path's error."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(17)
+    r = rng.normal(size=(6, 5)).astype(np.float32)
+    term = rng.random((6, 5)) < 0.3
+    trunc = rng.random((6, 5)) < 0.2
+    wide = np.zeros((6, 10), np.float32)
+    wide[:, ::2] = r
+    want, got = ReturnNormalizer(5), [ReturnNormalizer(5) for _ in range(5)]
+    import fastppo.stats.returns as ret_mod
+
+    def no_general(*a, **k):
+        raise AssertionError("general path entered")
+
+    for t in range(6):
+        w = want.normalize(r[t], term[t], trunc[t])
+        with monkeypatch.context() as m:
+            m.setattr(ret_mod, "as_array", no_general)
+            forms = (
+                (torch.from_numpy(r[t]), torch.from_numpy(term[t]), torch.from_numpy(trunc[t])),
+                (r[t], term[t].view(np.uint8), trunc[t].astype(np.uint8)),
+                (wide[t, ::2], term[t], trunc[t]),
+                (r[t : t + 1], term[t : t + 1], np.asfortranarray(trunc[t : t + 1])),
+                (r[t], term[t].astype(np.float32), trunc[t].astype(np.float64)),
+            )
+            for rn, (a, b, c) in zip(got, forms):
+                np.testing.assert_array_equal(rn.normalize(a, b, c).reshape(-1), w)
+    for rn in got:
+        assert rn.state_dict() == want.state_dict()
+    half = np.full(5, 0.5, np.float32)
+    with pytest.raises(ValueError, match="ReturnNormalizer.normalize: terminated must be 0/1"):
+        got[0].normalize(r[0], half, trunc[0])
+    assert got[0].state_dict() == want.state_dict()
+
+
 def test_return_normalizer_resets_on_truncation_hand_worked() -> None:
     rn = ReturnNormalizer(2, gamma=0.5, clip=None)
     f = np.zeros(2, bool)

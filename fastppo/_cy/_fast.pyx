@@ -427,6 +427,29 @@ cdef object _ndarray_of(object x):
     return None
 
 
+def flag_bytes(cnp.ndarray a):
+    """``a`` for bool or uint8 flags; for C-contiguous float32/float64 0/1 flags
+    their uint8 bytes (the sweeps' conversion, :func:`_bytes_of_flags`); None
+    for anything else or a value that is neither 0 nor 1, which the general
+    path names."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    if t == cnp.NPY_BOOL or t == cnp.NPY_UINT8:
+        return a
+    if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
+            and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED)):
+        return None
+    cdef cnp.ndarray u = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a),
+                                          cnp.NPY_UINT8, 0)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    cdef unsigned char* dst = <unsigned char*>cnp.PyArray_DATA(u)
+    cdef bint ok
+    if t == cnp.NPY_FLOAT32:
+        ok = _bytes_of_flags(<const float*>cnp.PyArray_DATA(a), dst, n)
+    else:
+        ok = _bytes_of_flags(<const double*>cnp.PyArray_DATA(a), dst, n)
+    return u if ok else None
+
+
 def ndarray_of(x):
     """:func:`_ndarray_of` for the general paths (``_checks.as_array`` and the
     running statistics' per-step calls): a tensor's view for 0.7 us, where
