@@ -214,6 +214,28 @@ def _updating(rms_shape: tuple[int, ...], batch: Any) -> Callable[[], Any]:
     return call
 
 
+def _normalizing(n_envs: int, args: dict[str, Any]) -> Callable[[], Any]:
+    """``ReturnNormalizer.normalize`` on a normalizer of its own: returns the
+    scaled rewards and the normalizer (for the check)."""
+    import fastppo
+
+    rn = fastppo.ReturnNormalizer(n_envs)
+
+    def call() -> Any:
+        return rn.normalize(**args), rn
+
+    return call
+
+
+def _normalizer_check(results: dict[str, Any]) -> None:
+    """After one call each: the same scaled rewards and state in every form."""
+    items = list(results.items())
+    out0, rn0 = items[0][1]
+    for label, (out, rn) in items[1:]:
+        np.testing.assert_array_equal(np.asarray(out), out0, err_msg=label)
+        assert rn.state_dict() == rn0.state_dict(), label
+
+
 def _kernel_forms(torch: Any, n: int, T: int, N: int) -> list[Group]:
     """The other public kernels: log-densities, multi-discrete sampling, running
     statistics and the next-step valid mask, ``n`` envs (or samples) and a
@@ -346,6 +368,41 @@ def _kernel_forms(torch: Any, n: int, T: int, N: int) -> list[Group]:
     )
     te = rng.random((T, N)) < 0.01
     tr = rng.random((T, N)) < 0.01
+    # the per-step normalizer: one step of N envs (as a training loop calls it)
+    # and a [T, N] block of steps
+    for rr, tte, ttr in ((r[0], te[0], tr[0]), (r, te, tr)):
+        base = {"rewards": rr, "terminated": tte, "truncated": ttr}
+        step_forms: dict[str, Any] = {
+            "best form": base,
+            "uint8 flags": {
+                **base,
+                "terminated": tte.view(np.uint8),
+                "truncated": ttr.view(np.uint8),
+            },
+            "float flags": {
+                **base,
+                "terminated": tte.astype(np.float32),
+                "truncated": ttr.astype(np.float32),
+            },
+            "strided rewards": {**base, "rewards": _strided(rr)},
+            "torch tensors": no_torch
+            if tt is None
+            else {"rewards": tt(rr), "terminated": tt(tte), "truncated": tt(ttr)},
+        }
+        if rr.ndim == 2:
+            step_forms["Fortran order"] = {k: np.asfortranarray(x) for k, x in base.items()}
+        groups.append(
+            Group(
+                name=f"forms: ReturnNormalizer.normalize {list(rr.shape)} float32",
+                baseline="best form",
+                impls={
+                    label: f if isinstance(f, str) else _normalizing(N, f)
+                    for label, f in step_forms.items()
+                },
+                check=_normalizer_check,
+                target=TARGET,
+            )
+        )
     groups.append(
         _forms(
             f"next_step_valid [{T}x{N}]",
