@@ -556,7 +556,7 @@ def test_return_normalizer_fast_path_takes_tensors_uint8_and_strided_forms(monke
     for rn in got:
         assert rn.state_dict() == want.state_dict()
     half = np.full(5, 0.5, np.float32)
-    with pytest.raises(ValueError, match="ReturnNormalizer.normalize: terminated must be 0/1"):
+    with pytest.raises(ValueError, match=r"ReturnNormalizer\.normalize: terminated must be 0/1"):
         got[0].normalize(r[0], half, trunc[0])
     assert got[0].state_dict() == want.state_dict()
 

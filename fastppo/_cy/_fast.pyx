@@ -438,12 +438,19 @@ def flag_bytes(cnp.ndarray a):
     if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
             and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED)):
         return None
+    return _flag_array_bytes(a, False)
+
+
+cdef object _flag_array_bytes(cnp.ndarray a, bint fortran):
+    """The uint8 array of contiguous float32/float64 0/1 flags ``a`` (C order, or
+    Fortran order where ``a`` is Fortran-ordered: the same flat run), or
+    None where a value is neither 0 nor 1."""
     cdef cnp.ndarray u = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a),
-                                          cnp.NPY_UINT8, 0)
+                                          cnp.NPY_UINT8, fortran)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     cdef unsigned char* dst = <unsigned char*>cnp.PyArray_DATA(u)
     cdef bint ok
-    if t == cnp.NPY_FLOAT32:
+    if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32:
         ok = _bytes_of_flags(<const float*>cnp.PyArray_DATA(a), dst, n)
     else:
         ok = _bytes_of_flags(<const double*>cnp.PyArray_DATA(a), dst, n)
@@ -639,17 +646,8 @@ cdef class _Batch:
                 and cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
                 and _same_shape(a, self.r)):
             return x
-        cdef cnp.ndarray u = cnp.PyArray_EMPTY(
-            cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), cnp.NPY_UINT8,
-            self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
-        cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
-        cdef unsigned char* dst = <unsigned char*>cnp.PyArray_DATA(u)
-        cdef bint ok
-        if t == cnp.NPY_FLOAT32:
-            ok = _bytes_of_flags(<const float*>cnp.PyArray_DATA(a), dst, n)
-        else:
-            ok = _bytes_of_flags(<const double*>cnp.PyArray_DATA(a), dst, n)
-        if not ok:
+        u = _flag_array_bytes(a, self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
+        if u is None:
             return None
         self._add(a)
         return self._keep(u)
