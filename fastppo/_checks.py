@@ -27,7 +27,7 @@ from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
 
 try:  # the extension alone: _fastpath also configures the sweeps (30 ms more)
-    from fastppo._cy._fast import c_contiguous, may_share_memory, ndarray_of
+    from fastppo._cy._fast import c_contiguous, float_flags, may_share_memory, ndarray_of
     from fastppo._cy._fast import flag_bytes as flag_bytes  # for the statistics
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
@@ -238,8 +238,9 @@ def flag_array(fn: str, name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray
 
 
 def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
-    """Float 0/1 flags as uint8 (same layout for C or Fortran order), in one
-    compiled pass that also checks the values."""
+    """Float 0/1 flags as uint8 (same layout for C or Fortran order), in one C
+    pass that also checks the values (``_fast.float_flags``, the fast paths'
+    conversion)."""
     if a.dtype not in (np.float32, np.float64):
         # float16 widens exactly; a wider float narrows exactly only where it
         # holds float64 values (0 and 1 do; any other value fails either way)
@@ -249,9 +250,10 @@ def _float_flags(fn: str, name: str, a: np.ndarray) -> np.ndarray:
         a = w
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         a = c_contiguous(a)
-    out = np.empty(a.shape, np.uint8, order="C" if a.flags.c_contiguous else "F")
-    bad = int(_kc.float_flags(a.ravel(order="K"), out.ravel(order="K")))
-    if bad >= 0:
+    elif not a.flags.aligned:
+        a = a.copy(order="K")
+    out, bad = float_flags(a)
+    if out is None:
         fail(fn, name, "0/1 flags", f"value {a.ravel(order='K')[bad]!r}")
     return out
 

@@ -562,6 +562,12 @@ def test_float_flags_convert_exactly_and_refuse_anything_but_0_and_1(dt, layout)
         y[123 % y.shape[0], 37] = bad
         with pytest.raises(ValueError, match=r"fn: terminated must be 0/1 flags, got value"):
             C.flag_array("fn", "terminated", y, y.shape)
+    if dt in (np.float32, np.float64) and layout == "C":  # an unaligned view: copied first
+        raw = np.zeros(x.nbytes + 1, np.uint8)[1:]
+        u = raw.view(dt).reshape(x.shape)
+        u[...] = x
+        assert not u.flags.aligned
+        np.testing.assert_array_equal(C.flag_array("fn", "terminated", u, u.shape), te)
 
 
 def test_out_buffers_are_used_and_inputs_untouched():

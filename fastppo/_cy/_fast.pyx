@@ -227,7 +227,9 @@ ctypedef fused real:
 
 
 cdef bint _bytes_of_flags(const real* src, unsigned char* dst, Py_ssize_t n) noexcept nogil:
-    """``dst = src != 0`` for 0/1 float flags; False if a value is neither (NaN included)."""
+    """``dst = src != 0`` for 0/1 float flags; False if a value is neither (NaN
+    included). The one float-flag rule: the sweeps' fast path, the general
+    path's ``_checks.flag_array`` and ``ReturnNormalizer`` all convert here."""
     cdef unsigned int bad = 0  # (a byte accumulator vectorised worse)
     cdef Py_ssize_t i
     cdef real v
@@ -236,6 +238,16 @@ cdef bint _bytes_of_flags(const real* src, unsigned char* dst, Py_ssize_t n) noe
         bad |= (v != 0) & (v != 1)
         dst[i] = v != 0
     return bad == 0
+
+
+cdef Py_ssize_t _first_bad_flag(const real* src, Py_ssize_t n) noexcept nogil:
+    """The index of the first value of ``src`` that is neither 0 nor 1, else -1
+    (run only after :func:`_bytes_of_flags` refused, to name the value)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if src[i] != 0 and src[i] != 1:
+            return i
+    return -1
 
 
 ctypedef fused item:
@@ -425,6 +437,27 @@ cdef object _ndarray_of(object x):
     except Exception:
         pass
     return None
+
+
+def float_flags(cnp.ndarray a):
+    """``(bytes, -1)`` for aligned, native, C- or Fortran-contiguous
+    float32/float64 0/1 flags: their uint8 values (``!= 0``) in ``a``'s order;
+    ``(None, k)`` where the value at flat index ``k`` (memory order) is neither
+    0 nor 1. The general path's conversion (``_checks.flag_array``); raises
+    ``ValueError`` for any other array (the caller converts first)."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    cdef bint c = cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS)
+    if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
+            and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_ALIGNED)
+            and (c or cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_F_CONTIGUOUS))):
+        raise ValueError("float_flags: an aligned, native, contiguous float32/float64 array")
+    u = _flag_array_bytes(a, not c)
+    if u is not None:
+        return u, -1
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    if t == cnp.NPY_FLOAT32:
+        return None, _first_bad_flag(<const float*>cnp.PyArray_DATA(a), n)
+    return None, _first_bad_flag(<const double*>cnp.PyArray_DATA(a), n)
 
 
 def flag_bytes(cnp.ndarray a):

@@ -21,40 +21,9 @@ def all_finite(x):  # pragma: no cover - compiled
 all_finite_serial, all_finite_parallel = all_finite
 
 
-# Elements per block of float_flags: its two loops run over one block while it
-# is in L1 (16 KiB of float32).
+# Elements per block of any_set_where_clear: each block is checked while it is
+# in L1 (4 KiB of each flag array).
 FLAG_BLOCK = 4096
-
-
-@kernel("i8(F_1, u1_1w)", fastmath=frozenset({"reassoc"}))
-def float_flags(x, out):  # pragma: no cover - compiled
-    """``out = (x != 0)`` as bytes; returns -1, or the index of the first value
-    that is neither 0 nor 1 (NaN included), in which case ``out`` is garbage.
-
-    ``v (v - 1)`` is 0 exactly for ``v`` in {0, 1} and nonzero, inf or NaN
-    otherwise, so ``sum |v v - v|`` is 0 iff every flag is valid: a float
-    reduction in the lanes of ``x`` (``reassoc`` vectorises it; NaN and inf
-    still propagate). Per L1-sized block, the store loop then the check;
-    fused, the two ran at 0.6x (a wide integer counter narrowed the loop).
-    numpy's compare-and-count took four passes (``discounted_returns``
-    [2048x256] float32 with float flags: 0.47x its bool-flag call).
-    """
-    zero = x.dtype.type(0)
-    acc = zero
-    for i0 in range(0, x.shape[0], FLAG_BLOCK):
-        xv = x[i0 : i0 + FLAG_BLOCK]
-        ov = out[i0 : i0 + FLAG_BLOCK]
-        for i in range(xv.shape[0]):
-            ov[i] = xv[i] != zero
-        for i in range(xv.shape[0]):
-            v = xv[i]
-            acc += abs(v * v - v)
-    if acc == zero:
-        return -1
-    for i in range(x.shape[0]):
-        if x[i] != zero and x[i] != x.dtype.type(1):
-            return i
-    return -1
 
 
 @kernel("b1(u1_1, u1_1)")
