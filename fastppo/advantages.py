@@ -683,10 +683,9 @@ def next_step_valid(
 
 def _in_order(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray:
     """``a`` C-contiguous (``order`` "C") or Fortran-ordered ("F"), copied in C
-    (:func:`fastppo._checks.c_contiguous`) only when it is not."""
-    if order == "F":
-        return a if a.flags.f_contiguous else C.c_contiguous(a.T).T
-    return a if a.flags.c_contiguous else C.c_contiguous(a)
+    (:func:`fastppo._checks.c_contiguous`, through the transpose for "F") only
+    when it is not."""
+    return C.c_contiguous(a.T).T if order == "F" else C.c_contiguous(a)
 
 
 def _as_2d_out(a: np.ndarray, batch_major: bool = False) -> np.ndarray:

@@ -35,15 +35,11 @@ from fastppo.stats._common import (
 from fastppo.stats.running import RunningMeanStd
 
 
-def _c(a: np.ndarray) -> np.ndarray:
-    return a if a.flags.c_contiguous else c_contiguous(a)
-
-
 def _flag_bytes(a: np.ndarray) -> np.ndarray | None:
     """The bytes the Cython step reads (nonzero = True), C-contiguous: bool and
     uint8 flags as they are (copied in C order if strided), float 0/1 flags
     converted (``_fast.flag_bytes``); None for anything else."""
-    return flag_bytes(_c(a))
+    return flag_bytes(c_contiguous(a))
 
 
 class ReturnNormalizer:
@@ -199,7 +195,7 @@ class ReturnNormalizer:
         v = None if v0 is None else _flag_bytes(v0)
         if te is None or tr is None or (v0 is not None and v is None):
             return None
-        given, used = (r, te0, tr0, v0), (_c(r), te, tr, v)
+        given, used = (r, te0, tr0, v0), (c_contiguous(r), te, tr, v)
         # the Cython step tests out against what it reads; a copy hides the
         # caller's array, so out is tested against those here (the general
         # path then names the overlap)

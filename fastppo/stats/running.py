@@ -163,9 +163,9 @@ class RunningMeanStd:
             if (dt is F32 or dt is F64) and 0 < b.size < _dispatch.PARALLEL_MIN_STATS:
                 x = None
                 if b.ndim == 2 and self._fast_2d and b.shape[1] == self._n_feat:
-                    x = b if b.flags.c_contiguous else c_contiguous(b)
+                    x = c_contiguous(b)
                 elif b.ndim == 1 and self._fast_1d:
-                    x = (b if b.flags.c_contiguous else c_contiguous(b)).reshape(-1, 1)
+                    x = c_contiguous(b).reshape(-1, 1)
                 if x is not None:
                     up = self._cy.update_f32 if dt is F32 else self._cy.update_f64
                     n = up(x, None, float(self._count))
@@ -191,7 +191,7 @@ class RunningMeanStd:
         # array copies element by element, 8x slower), then [rows, D], a
         # view: the rows are folded in C order whatever the layout, so every
         # layout gives the same bits. A per-step [N, D] batch needs no reshape.
-        c = a if a.flags.c_contiguous else c_contiguous(a)
+        c = c_contiguous(a)
         x = c if c.ndim == 2 and c.shape[1] == n_feat else c.reshape(rows, n_feat)
         up = self._cy.update_f32 if x.dtype == np.float32 else self._cy.update_f64
         n = up(x, v, float(self._count), threads(size))
@@ -268,7 +268,7 @@ class RunningMeanStd:
         cols = False
         if x.ndim == 2 and self._fast_2d:
             cols = _f_ordered(x)  # then feature-major: the transposes (see _affine)
-            x = x if cols or x.flags.c_contiguous else c_contiguous(x)
+            x = x if cols else c_contiguous(x)
             res = np.empty(x.shape, dt, order="F" if cols else "C") if out is None else out
             x2, r2 = (x.T, res.T) if cols else (x, res)
         elif (
@@ -276,7 +276,7 @@ class RunningMeanStd:
             and self._fast_1d
             and (out is None or (type(out) is np.ndarray and out.ndim == 1))
         ):
-            x = x if x.flags.c_contiguous else c_contiguous(x)
+            x = c_contiguous(x)
             res = np.empty(x.shape, dt) if out is None else out
             # [:, None] is always a view, so a result can never land in a copy
             x2, r2 = x[:, None], res[:, None]
@@ -322,7 +322,7 @@ class RunningMeanStd:
             cols = False
             # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
             two_d = a.ndim == 2 and a.shape[1] == n_feat
-            c = a if a.flags.c_contiguous else c_contiguous(a)
+            c = c_contiguous(a)
             x2 = c if two_d else c.reshape(rows, n_feat)
             direct = res.flags.c_contiguous
             if direct:
