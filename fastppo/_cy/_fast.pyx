@@ -492,8 +492,9 @@ cdef object _flag_array_bytes(cnp.ndarray a, bint fortran):
 
 def ndarray_of(x):
     """:func:`_ndarray_of` for the general paths (``_checks.as_array`` and the
-    running statistics' per-step calls): a tensor's view for 0.7 us, where
-    the type tests of Python code cost 0.35 us more."""
+    running statistics' per-step calls). Its type test in C saves about
+    0.15 us a tensor against ``as_array``'s Python tests (three tensors:
+    3.14 -> 2.70 us, of which ``Tensor.numpy()`` is 2.0, znver4)."""
     return _ndarray_of(x)
 
 
