@@ -29,6 +29,7 @@ from fastppo.kernels import checks as _kc
 try:  # the extension alone: _fastpath also configures the sweeps (30 ms more)
     from fastppo._cy._fast import c_contiguous, float_flags, may_share_memory, ndarray_of
     from fastppo._cy._fast import flag_bytes as flag_bytes  # for the statistics
+    from fastppo._cy._fast import row_readable as row_readable  # for the statistics
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
 

@@ -655,22 +655,15 @@ def next_step_valid(
     term = C.flag_array(fn, "terminated", te, te.shape)
     trunc = C.flag_array(fn, "truncated", truncated, te.shape)
     # the result in terminated's memory order (Fortran for batch-major
-    # [N, T].T flags, which the sweeps then read in place), every flag array in
-    # that order: numpy's element-wise loops across orders or strides ran
-    # 6-17x slower than within one
+    # [N, T].T flags, which the sweeps then read in place), computed in one C
+    # pass over the flags as they lie (strides included); a flag array whose
+    # elements lie further apart along that order's rows than its rows do
+    # (a transpose, Fortran flags beside C ones) is copied in blocks first
     f_order = te.ndim == 2 and term.flags.f_contiguous and not term.flags.c_contiguous
     order: Literal["C", "F"] = "F" if f_order else "C"
-    term, trunc = _in_order(term, order), _in_order(trunc, order)
+    term, trunc = _readable_in(term, order), _readable_in(trunc, order)
     valid = np.empty(te.shape, bool, order=order)
-    # valid[t] = not (terminated or truncated)[t - 1], over the memory as it
-    # lies: each element's step before sits N elements back (C order) or one
-    # back (Fortran order, where each env's row 0 then reads another env's
-    # last step: row 0 is set after, from prev_done)
-    lag = te.shape[1] if order == "C" and te.ndim == 2 else 1
-    if valid.size > lag:
-        v = valid.ravel(order="K")[lag:]
-        np.logical_or(term.ravel(order="K")[:-lag], trunc.ravel(order="K")[:-lag], out=v)
-        np.logical_not(v, out=v)
+    _fast.next_valid(term, trunc, valid)
     valid[0] = True
     if prev_done is not None:
         pd = C.as_array(fn, "prev_done", prev_done)
@@ -681,11 +674,13 @@ def next_step_valid(
     return valid
 
 
-def _in_order(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray:
-    """``a`` C-contiguous (``order`` "C") or Fortran-ordered ("F"), copied in C
-    (:func:`fastppo._checks.c_contiguous`, through the transpose for "F") only
-    when it is not."""
-    return C.c_contiguous(a.T).T if order == "F" else C.c_contiguous(a)
+def _readable_in(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray:
+    """``a`` when a loop along ``order``'s rows reads it as it lies
+    (:func:`fastppo._checks.row_readable`), else its copy in that order
+    (:func:`fastppo._checks.c_contiguous`, through the transpose for "F")."""
+    if order == "F":
+        return a if C.row_readable(a.T) else C.c_contiguous(a.T).T
+    return a if C.row_readable(a) else C.c_contiguous(a)
 
 
 def _as_2d_out(a: np.ndarray, batch_major: bool = False) -> np.ndarray:

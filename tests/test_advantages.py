@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import fastppo
+from fastppo import _checks as C
+from fastppo._cy import _fast
 from fastppo.reference import advantages as R
 
 DTYPES = [np.float32, np.float64]
@@ -659,6 +661,64 @@ def test_next_step_valid_in_every_layout_equals_the_reference(T, N):
             assert got.flags.f_contiguous and not got.flags.c_contiguous, label
     got = fastppo.next_step_valid(te[:, 0], tr[:, 0], prev_done=pd[0])
     np.testing.assert_array_equal(got, R.next_step_valid(te[:, 0], tr[:, 0], pd[0]))
+
+
+@pytest.mark.parametrize(("T", "N"), [(1, 4), (9, 1), (33, 17), (300, 64)])
+def test_next_step_valid_reads_strided_flags_as_they_lie(T, N, monkeypatch):
+    """Strided, reversed, column-sliced and 1-D strided flags go through the
+    one C pass (``_fast.next_valid``) uncopied and equal the reference;
+    transposes are copied in blocks first; the C pass refuses what it
+    cannot take."""
+    rng = np.random.default_rng(T + N)
+    te = rng.random((T, N)) < 0.3
+    tr = rng.random((T, N)) < 0.3
+    pd = rng.random(N) < 0.5
+
+    def views(a):
+        out = {}
+        for k in (2, 3):
+            w = np.zeros((T, k * N), a.dtype)
+            w[:, ::k] = a
+            out[f"every {k}th"] = w[:, ::k]
+        w = np.zeros((T, N + 5), a.dtype)
+        w[:, 2:-3] = a
+        out["rows apart"] = w[:, 2:-3]
+        out["reversed"] = a[::-1, ::-1].copy()[::-1, ::-1]
+        w = np.zeros((2 * T, N), a.dtype)
+        w[::2] = a
+        out["every other row"] = w[::2]
+        return out
+
+    real_copy = C.c_contiguous
+    copied = []
+    monkeypatch.setattr(C, "c_contiguous", lambda a: copied.append(a.shape) or real_copy(a))
+    want = R.next_step_valid(te, tr, pd)
+    vt, vr = views(te), views(tr)
+    for label in vt:
+        for b in (vr[label], tr, vr[label].view(np.uint8)):
+            got = fastppo.next_step_valid(vt[label], b, prev_done=pd)
+            np.testing.assert_array_equal(got, want, err_msg=label)
+            assert got.flags.c_contiguous, label
+        got = fastppo.next_step_valid(vt[label][:, 0], vr[label][:, 0], prev_done=pd[0])
+        np.testing.assert_array_equal(got, want[:, 0], err_msg=label)
+    assert copied == []
+    # a reversed transpose: no memory order, so a C result, both copied first
+    tt = te[:, ::-1].T.copy().T[:, ::-1]
+    got = fastppo.next_step_valid(tt, np.asfortranarray(tr), prev_done=pd)
+    np.testing.assert_array_equal(got, want)
+    assert got.flags.c_contiguous and copied == [(T, N), (T, N)][: 2 if N > 1 < T else 0]
+    copied.clear()
+    # Fortran flags beside C ones: the C ones are copied (in blocks), once
+    if T > 1 and N > 1:
+        got = fastppo.next_step_valid(np.asfortranarray(te), tr, prev_done=pd)
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.f_contiguous and copied == [(N, T)]
+    with pytest.raises(ValueError, match="next_valid"):
+        _fast.next_valid(te, tr, np.empty((T, N), np.float32))
+    with pytest.raises(ValueError, match="next_valid"):
+        _fast.next_valid(te, tr, np.empty((T + 1, N), bool))
+    with pytest.raises(ValueError, match="overlaps"):
+        _fast.next_valid(te, tr, te.view(np.uint8))
 
 
 # ---------------------------------------------------------------- errors

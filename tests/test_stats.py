@@ -461,6 +461,80 @@ def test_every_layout_gives_the_c_order_bits(dtype, shape) -> None:
             np.testing.assert_array_equal(out, y, err_msg=label)
 
 
+def _views(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Views of ``x``'s values that a row loop reads as they lie: every k-th
+    element, rows apart (a column slice), reversed rows and elements."""
+    out = {}
+    for k in (2, 3, 5):
+        wide = np.zeros((*x.shape[:-1], k * x.shape[-1]), x.dtype)
+        wide[..., ::k] = x
+        out[f"every {k}th"] = wide[..., ::k]
+    wide = np.zeros((*x.shape[:-1], x.shape[-1] + 3), x.dtype)
+    wide[..., 1:-2] = x
+    out["rows apart"] = wide[..., 1:-2]
+    rev = x[::-1, ::-1].copy() if x.ndim == 2 else x[::-1].copy()
+    out["reversed"] = rev[::-1, ::-1] if x.ndim == 2 else rev[::-1]
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(("state", "lead"), [((), (300, 7)), ((), (2100,)), ((5,), (300,))])
+def test_strided_views_are_mapped_in_place_with_the_contiguous_bits(
+    dtype, state, lead, update_path, monkeypatch
+) -> None:
+    """A view a row loop can read (``row_readable``) is normalised where it
+    lies, never copied first, with the contiguous array's bits, into a fresh,
+    an out= or a strided out= result; an out= overlapping it is refused."""
+    import fastppo.stats.running as running
+
+    rng = np.random.default_rng(23)
+    x = (rng.normal(size=(*lead, *state)) * 3 + 1).astype(dtype)
+    rms = RunningMeanStd(state)
+    rms.update(x)
+    want = {
+        "normalize": rms.normalize(x, clip=2.0),
+        "denormalize": rms.denormalize(x),
+        "returns": normalize_returns(x, rms.copy(), update=False) if not state else None,
+    }
+
+    def no_copy(a):
+        raise AssertionError("a readable view was copied")
+
+    monkeypatch.setattr(running, "c_contiguous", no_copy)
+    for label, v in _views(x).items():
+        np.testing.assert_array_equal(rms.normalize(v, clip=2.0), want["normalize"], label)
+        np.testing.assert_array_equal(rms.denormalize(v), want["denormalize"], label)
+        if not state:
+            got = normalize_returns(v, rms.copy(), update=False)
+            np.testing.assert_array_equal(got, want["returns"], label)
+        out = np.empty_like(x)
+        assert rms.normalize(v, clip=2.0, out=out) is out
+        np.testing.assert_array_equal(out, want["normalize"], label)
+        big = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype)
+        rms.normalize(v, clip=2.0, out=big[..., ::2])
+        np.testing.assert_array_equal(big[..., ::2], want["normalize"], label)
+    wide = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype)
+    wide[..., ::2] = x
+    with pytest.raises(ValueError, match="out"):
+        rms.normalize(wide[..., ::2], out=wide[..., 1::2])
+
+
+def test_unaligned_and_transposed_views_are_copied_with_the_same_bits() -> None:
+    rms = RunningMeanStd((3,))
+    x = np.random.default_rng(2).normal(size=(40, 3))
+    rms.update(x)
+    want = rms.normalize(x)
+    buf = np.zeros(x.size * 8 + 1, np.uint8)
+    unaligned = np.frombuffer(buf.data, np.float64, x.size, offset=1).reshape(x.shape)
+    unaligned[...] = x
+    assert not unaligned.flags.aligned
+    np.testing.assert_array_equal(rms.normalize(unaligned), want)
+    # a transposed view's rows lie closer than its elements: copied in blocks
+    t = np.ascontiguousarray(x.T).T[::2]
+    assert not fastppo._checks.row_readable(t)
+    np.testing.assert_array_equal(rms.normalize(t), want[::2])
+
+
 def test_merge_with_empty_and_self() -> None:
     a = RunningMeanStd((2,))
     b = RunningMeanStd((2,))

@@ -340,11 +340,32 @@ cdef inline void _block8(const item* src, Py_ssize_t col_step, item* dst,
             d[jj] = t[ii * 8 + jj]
 
 
+cdef inline bint _columns_apart(Py_ssize_t rows, Py_ssize_t row_step,
+                                Py_ssize_t step) noexcept nogil:
+    """Whether a view's neighbours within a row lie further apart than its
+    rows (``row_step`` and ``step`` in bytes), so that a row loop would read a
+    cache line per element (Fortran order, a transpose)."""
+    return rows > 1 and _abs(step) > _abs(row_step)
+
+
+def row_readable(cnp.ndarray a):
+    """Whether a row loop may read the 1-D or 2-D ``a`` as it lies: aligned,
+    and no further apart within a row than between rows (where
+    :func:`c_contiguous` would copy row by row, not in blocks). An element-wise
+    map over such a view skips the copy."""
+    cdef int nd = cnp.PyArray_NDIM(a)
+    if nd < 1 or nd > 2 or not cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_ALIGNED):
+        return False
+    return nd == 1 or cnp.PyArray_DIM(a, 1) < 2 or not _columns_apart(
+        cnp.PyArray_DIM(a, 0), cnp.PyArray_STRIDE(a, 0), cnp.PyArray_STRIDE(a, 1)
+    )
+
+
 cdef inline void _copy(const char* src, item* dst, Py_ssize_t rows, Py_ssize_t n,
                        Py_ssize_t row_step, Py_ssize_t step) noexcept nogil:
     """The rows of a view in C order: blocked where its columns lie further
     apart than its rows, else row by row."""
-    if rows > 1 and _abs(step * <Py_ssize_t>sizeof(item)) > _abs(row_step):
+    if _columns_apart(rows, row_step, step * <Py_ssize_t>sizeof(item)):
         _transpose(src, dst, rows, n, row_step, step * <Py_ssize_t>sizeof(item))
     else:
         _gather(src, dst, rows, n, row_step, step)
@@ -437,6 +458,76 @@ cdef object _ndarray_of(object x):
     except Exception:
         pass
     return None
+
+
+ctypedef unsigned char uchar
+
+
+cdef inline void _lag_run(const uchar* a, Py_ssize_t sa, const uchar* b, Py_ssize_t sb,
+                          uchar* o, Py_ssize_t so, Py_ssize_t n) noexcept nogil:
+    """``o[k] = not (a[k] or b[k])`` along n elements, each array's ``s*``
+    bytes apart (constants where inlined: gcc vectorises the common ones)."""
+    cdef Py_ssize_t k
+    for k in range(n):
+        o[k * so] = (a[k * sa] | b[k * sb]) == 0
+
+
+cdef inline void _lag_span(const uchar* a, Py_ssize_t sa, const uchar* b, Py_ssize_t sb,
+                           uchar* o, Py_ssize_t so, Py_ssize_t n) noexcept nogil:
+    if sa == 1 and sb == 1 and so == 1:
+        _lag_run(a, 1, b, 1, o, 1, n)
+    elif sa == 2 and sb == 2 and so == 1:
+        _lag_run(a, 2, b, 2, o, 1, n)
+    else:
+        _lag_run(a, sa, b, sb, o, so, n)
+
+
+def next_valid(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out):
+    """``out[t] = not (a[t - 1] or b[t - 1])`` for ``t >= 1`` (row 0 is left to
+    the caller): ``next_step_valid``'s lag, read from 1-byte flag arrays of
+    any strides and written into ``out`` (any strides) in one pass, along
+    ``out``'s rows when they are its shorter step, else down its columns
+    (``next_step_valid`` [2048, 256]: 29 -> 20 us from bool flags, 64 -> 31 us
+    from every other byte, where numpy's two passes followed the flags' copy;
+    znver4, one pinned core).
+    Raises ``ValueError`` unless all three are 1-D or 2-D 1-byte arrays of one
+    shape, ``out`` writeable and apart from both."""
+    cdef int nd = cnp.PyArray_NDIM(out)
+    if (nd < 1 or nd > 2 or cnp.PyArray_NDIM(a) != nd or cnp.PyArray_NDIM(b) != nd
+            or cnp.PyArray_ITEMSIZE(a) != 1 or cnp.PyArray_ITEMSIZE(b) != 1
+            or cnp.PyArray_ITEMSIZE(out) != 1
+            or not cnp.PyArray_CHKFLAGS(out, cnp.NPY_ARRAY_WRITEABLE)
+            or not cnp.PyArray_SAMESHAPE(a, out) or not cnp.PyArray_SAMESHAPE(b, out)):
+        raise ValueError("next_valid: 1-D or 2-D 1-byte arrays of one shape, out writeable")
+    if _overlap(_span(out), _span(a)) or _overlap(_span(out), _span(b)):
+        raise ValueError("next_valid: out overlaps an input")
+    cdef Py_ssize_t T = cnp.PyArray_DIM(out, 0), N = cnp.PyArray_DIM(out, 1) if nd == 2 else 1
+    cdef Py_ssize_t a0 = cnp.PyArray_STRIDE(a, 0), b0 = cnp.PyArray_STRIDE(b, 0)
+    cdef Py_ssize_t o0 = cnp.PyArray_STRIDE(out, 0)
+    cdef Py_ssize_t a1 = cnp.PyArray_STRIDE(a, 1) if nd == 2 else 0
+    cdef Py_ssize_t b1 = cnp.PyArray_STRIDE(b, 1) if nd == 2 else 0
+    cdef Py_ssize_t o1 = cnp.PyArray_STRIDE(out, 1) if nd == 2 else 0
+    cdef const uchar* pa = <const uchar*> cnp.PyArray_DATA(a)
+    cdef const uchar* pb = <const uchar*> cnp.PyArray_DATA(b)
+    cdef uchar* po = <uchar*> cnp.PyArray_DATA(out)
+    cdef Py_ssize_t t, n
+    if T < 2 or N == 0:
+        return
+    with nogil:
+        if N > 1 and _abs(o1) <= _abs(o0):  # along rows: row t from row t - 1
+            if a0 == N * a1 and b0 == N * b1 and o0 == N * o1:  # rows continue: one run
+                _lag_span(pa, a1, pb, b1, po + o0, o1, (T - 1) * N)
+            else:
+                for t in range(1, T):
+                    _lag_span(pa + (t - 1) * a0, a1, pb + (t - 1) * b0, b1, po + t * o0, o1, N)
+        elif N > 1 and a1 == T * a0 and b1 == T * b0 and o1 == T * o0:
+            # columns that continue each other (Fortran order): one run, whose
+            # first step of each column reads the column before (reset by the
+            # caller with row 0)
+            _lag_span(pa, a0, pb, b0, po + o0, o0, T * N - 1)
+        else:
+            for n in range(N):
+                _lag_span(pa + n * a1, a0, pb + n * b1, b0, po + o0 + n * o1, o0, T - 1)
 
 
 def float_flags(cnp.ndarray a):

@@ -222,67 +222,99 @@ cdef Py_ssize_t _update(const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
     return n_b
 
 
-cdef inline void _affine_rows(const floating* x, floating* out, Py_ssize_t r0, Py_ssize_t r1,
-                              Py_ssize_t n_feat, const double* mu, const double* factor,
-                              bint normalize, double clip) noexcept nogil:
-    # rows [r0, r1) of the affine map; one simple loop per case, selects for
-    # the clip: gcc vectorises these
-    cdef Py_ssize_t r, j
+cdef inline void _affine_row(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
+                             const double* mu, const double* factor, bint normalize,
+                             double clip) noexcept nogil:
+    # one row of n features, x's elements cs apart; one simple loop per case,
+    # selects for the clip: gcc vectorises these (cs a constant where inlined)
+    cdef Py_ssize_t j
     cdef double y
-    cdef const floating* xr
-    cdef floating* outr
     if normalize:
-        for r in range(r0, r1):
-            xr = x + r * n_feat
-            outr = out + r * n_feat
-            for j in range(n_feat):
-                y = (xr[j] - mu[j]) * factor[j]
-                # comparisons, not min/max: a NaN stays NaN, as in np.clip
-                y = clip if (clip > 0.0 and y > clip) else y
-                y = -clip if (clip > 0.0 and y < -clip) else y
-                outr[j] = <floating> y
+        for j in range(n):
+            y = (x[j * cs] - mu[j]) * factor[j]
+            # comparisons, not min/max: a NaN stays NaN, as in np.clip
+            y = clip if (clip > 0.0 and y > clip) else y
+            y = -clip if (clip > 0.0 and y < -clip) else y
+            out[j] = <floating> y
     else:
-        for r in range(r0, r1):
-            xr = x + r * n_feat
-            outr = out + r * n_feat
-            for j in range(n_feat):
-                y = xr[j] * factor[j] + mu[j]
-                y = clip if (clip > 0.0 and y > clip) else y
-                y = -clip if (clip > 0.0 and y < -clip) else y
-                outr[j] = <floating> y
+        for j in range(n):
+            y = x[j * cs] * factor[j] + mu[j]
+            y = clip if (clip > 0.0 and y > clip) else y
+            y = -clip if (clip > 0.0 and y < -clip) else y
+            out[j] = <floating> y
 
 
-cdef inline void _affine_run(const floating* x, floating* out, Py_ssize_t n, double mu,
-                             double factor, bint normalize, double clip) noexcept nogil:
-    # n values of one feature: its constants in registers, one contiguous run
-    # (the expressions of _affine_rows, so the same bits)
+cdef inline void _affine_run(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
+                             double mu, double factor, bint normalize,
+                             double clip) noexcept nogil:
+    # n values of one feature, x's cs apart: its constants in registers (the
+    # expressions of _affine_row, so the same bits)
     cdef Py_ssize_t k
     cdef double y
     if normalize:
         for k in range(n):
-            y = (x[k] - mu) * factor
+            y = (x[k * cs] - mu) * factor
             y = clip if (clip > 0.0 and y > clip) else y
             y = -clip if (clip > 0.0 and y < -clip) else y
             out[k] = <floating> y
     else:
         for k in range(n):
-            y = x[k] * factor + mu
+            y = x[k * cs] * factor + mu
             y = clip if (clip > 0.0 and y > clip) else y
             y = -clip if (clip > 0.0 and y < -clip) else y
             out[k] = <floating> y
 
 
-cdef int _affine_all(const floating* x, floating* out, Py_ssize_t n_rows, Py_ssize_t n_feat,
-                     const double* mu, const double* var, double epsilon, bint normalize,
-                     double clip, int n_threads, bint columns=False) noexcept nogil:
+cdef inline void _affine_span(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
+                              double mu, double factor, bint normalize,
+                              double clip) noexcept nogil:
+    # _affine_run with the common steps as constants, which gcc vectorises
+    # (a run from every other element loads two vectors and permutes)
+    if cs == 1:
+        _affine_run(x, 1, out, n, mu, factor, normalize, clip)
+    elif cs == 2:
+        _affine_run(x, 2, out, n, mu, factor, normalize, clip)
+    else:
+        _affine_run(x, cs, out, n, mu, factor, normalize, clip)
+
+
+cdef inline void _affine_rows(const floating* x, Py_ssize_t rs, Py_ssize_t cs, floating* out,
+                              Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t n_cols,
+                              const double* mu, const double* factor, bint one,
+                              bint normalize, double clip) noexcept nogil:
+    # rows [r0, r1) of x ([R, n_cols], rows rs and elements cs apart) into the
+    # C-contiguous out; ``one``: every element is the one feature's. A strided
+    # view is mapped as it lies, not copied first (normalize_returns [2048,
+    # 256] float32 from every other element: 204 -> 157 us, 125 us contiguous;
+    # znver4, one pinned core)
+    cdef Py_ssize_t r
+    for r in range(r0, r1):
+        if one:
+            _affine_span(x + r * rs, cs, out + r * n_cols, n_cols, mu[0], factor[0],
+                         normalize, clip)
+        elif cs == 1:
+            _affine_row(x + r * rs, 1, out + r * n_cols, n_cols, mu, factor, normalize, clip)
+        elif cs == 2:
+            _affine_row(x + r * rs, 2, out + r * n_cols, n_cols, mu, factor, normalize, clip)
+        else:
+            _affine_row(x + r * rs, cs, out + r * n_cols, n_cols, mu, factor, normalize, clip)
+
+
+cdef int _affine_all(const floating* x, Py_ssize_t rs, Py_ssize_t cs, floating* out,
+                     Py_ssize_t n_rows, Py_ssize_t n_cols, const double* mu, const double* var,
+                     Py_ssize_t n_feat, double epsilon, bint normalize, double clip,
+                     int n_threads, bint columns=False) noexcept nogil:
     # The whole affine map: the per-feature factor, then the rows (in row
-    # chunks on n_threads > 1). ``columns``: x and out are feature-major
-    # [n_feat, n_rows] (a Fortran-ordered batch's transpose), swept one
-    # feature's run at a time; so is a batch of one feature, whose rows are
-    # one value each (a row loop of length 1 ran 5x slower: normalize_returns
-    # [2048, 256] float32 without the update 724 -> 133 us, znver4). Returns
-    # 0, or -1 when out of memory.
+    # chunks on n_threads > 1). x is [n_rows, n_cols] with rows rs and
+    # elements cs apart, out C-contiguous; n_cols is n_feat, or any width
+    # when n_feat is 1 (one feature). ``columns``: x (contiguous) and out are
+    # feature-major [n_feat, n_rows] (a Fortran-ordered batch's transpose),
+    # swept one feature's run at a time; so is a contiguous batch of one
+    # feature, whose rows would be one value each (a row loop of length 1 ran
+    # 5x slower: normalize_returns [2048, 256] float32 without the update 724
+    # -> 133 us, znver4). Returns 0, or -1 when out of memory.
     cdef Py_ssize_t j, c, rows, pieces, r0
+    cdef bint one = n_feat == 1
     cdef double* factor = <double*> calloc(n_feat, sizeof(double))
     if factor == NULL:
         return -1
@@ -292,26 +324,30 @@ cdef int _affine_all(const floating* x, floating* out, Py_ssize_t n_rows, Py_ssi
         factor[j] = sqrt(var[j] + epsilon)
         if normalize:
             factor[j] = 1.0 / factor[j]
-    rows = max(1, 65536 // n_feat)  # 256-512 KiB per task
-    if columns or n_feat == 1:
+    if columns:  # feature j's run starts j * n_rows in, its elements adjacent
+        rs = 1
+    elif one and cs == 1 and rs == n_cols:  # contiguous: one run
+        n_rows, n_cols, rs = n_rows * n_cols, 1, 1
+    rows = max(1, 65536 // n_cols)  # 256-512 KiB per task
+    if columns or (one and n_cols == 1):
         rows = 65536
         pieces = (n_rows + rows - 1) // rows  # tasks per feature
         if n_threads > 1 and n_feat * pieces > 1:
             for c in prange(n_feat * pieces, num_threads=n_threads, schedule="static"):
                 j = c // pieces
                 r0 = (c % pieces) * rows
-                _affine_run(x + j * n_rows + r0, out + j * n_rows + r0,
-                            min(n_rows, r0 + rows) - r0, mu[j], factor[j], normalize, clip)
+                _affine_span(x + j * n_rows + r0 * rs, rs, out + j * n_rows + r0,
+                             min(n_rows, r0 + rows) - r0, mu[j], factor[j], normalize, clip)
         else:
             for j in range(n_feat):
-                _affine_run(x + j * n_rows, out + j * n_rows, n_rows, mu[j], factor[j],
-                            normalize, clip)
+                _affine_span(x + j * n_rows, rs, out + j * n_rows, n_rows, mu[j], factor[j],
+                             normalize, clip)
     elif n_threads > 1 and n_rows > rows:
         for c in prange((n_rows + rows - 1) // rows, num_threads=n_threads, schedule="static"):
-            _affine_rows(x, out, c * rows, min(n_rows, (c + 1) * rows), n_feat, mu, factor,
-                         normalize, clip)
+            _affine_rows(x, rs, cs, out, c * rows, min(n_rows, (c + 1) * rows), n_cols, mu,
+                         factor, one, normalize, clip)
     else:
-        _affine_rows(x, out, 0, n_rows, n_feat, mu, factor, normalize, clip)
+        _affine_rows(x, rs, cs, out, 0, n_rows, n_cols, mu, factor, one, normalize, clip)
     free(factor)
     return 0
 
@@ -353,43 +389,67 @@ cdef class Updater:
                    double count_a, int n_threads=1):
         return self._run(&x[0, 0], x.shape[0], x.shape[1], valid, count_a, n_threads)
 
-    def affine_f32(self, const float[:, ::1] x not None, float[:, ::1] out not None,
+    def affine_f32(self, const float[:, :] x not None, float[:, ::1] out not None,
                    double epsilon, bint normalize, double clip, int n_threads=1,
                    bint columns=False):
         """``out = (x - mean) * (1 / sqrt(var + epsilon))`` (``normalize``) or
         ``x * sqrt(var + epsilon) + mean``, clipped to ``[-clip, clip]`` when
-        ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``.
-        ``x`` and ``out`` are ``[R, D]``, or feature-major ``[D, R]`` with
-        ``columns`` (the transposes of Fortran-ordered ``[R, D]`` arrays)."""
-        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip, n_threads, columns)
+        ``clip > 0``; float64 arithmetic, the same bits on any ``n_threads``
+        and any layout of ``x``. ``x`` (any strides, aligned) and ``out`` are
+        ``[R, D]`` (or ``[R, W]`` of one feature's values when ``D`` is 1), or
+        with ``columns`` feature-major ``[D, R]``, both C-contiguous (the
+        transposes of Fortran-ordered ``[R, D]`` arrays)."""
+        self._affine(&x[0, 0], x.shape[0], x.shape[1], x.strides[0], x.strides[1], &out[0, 0],
+                     out.shape[0], out.shape[1], epsilon, normalize, clip, n_threads, columns)
 
-    def affine_f64(self, const double[:, ::1] x not None, double[:, ::1] out not None,
+    def affine_f64(self, const double[:, :] x not None, double[:, ::1] out not None,
                    double epsilon, bint normalize, double clip, int n_threads=1,
                    bint columns=False):
         """float64 twin of :meth:`affine_f32`."""
-        self._affine(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1], out.shape[0],
-                     out.shape[1], epsilon, normalize, clip, n_threads, columns)
+        self._affine(&x[0, 0], x.shape[0], x.shape[1], x.strides[0], x.strides[1], &out[0, 0],
+                     out.shape[0], out.shape[1], epsilon, normalize, clip, n_threads, columns)
 
-    cdef int _affine(self, const floating* x, floating* out, Py_ssize_t n_rows,
-                     Py_ssize_t n_feat, Py_ssize_t out_rows, Py_ssize_t out_feat,
-                     double epsilon, bint normalize, double clip, int n_threads,
-                     bint columns) except -1:
+    cdef int _affine(self, const floating* x, Py_ssize_t n_rows, Py_ssize_t n_cols,
+                     Py_ssize_t rs, Py_ssize_t cs, floating* out, Py_ssize_t out_rows,
+                     Py_ssize_t out_cols, double epsilon, bint normalize, double clip,
+                     int n_threads, bint columns) except -1:
         cdef int ok
-        cdef const double* mu = &self.mean[0]
-        if columns:  # feature-major: the shapes are [D, R]
-            n_rows, n_feat, out_rows, out_feat = n_feat, n_rows, out_feat, out_rows
-        if n_feat != self.n_feat or out_rows != n_rows or out_feat != n_feat:
+        cdef Py_ssize_t size = sizeof(floating), n_feat
+        cdef const char* lo = <const char*> x
+        cdef const char* hi
+        if out_rows != n_rows or out_cols != n_cols:
             raise ValueError("Updater: x/out shape does not match the state")
-        # both are C-contiguous, so these address ranges are exactly their bytes
-        if (<const char*> out < <const char*> (x + n_rows * n_feat)
-                and <const char*> x < <const char*> (out + n_rows * n_feat)):
-            raise ValueError("Updater: out overlaps x")
-        if n_rows == 0 or n_feat == 0:
+        if n_rows == 0 or n_cols == 0:
             return 0
+        # the raw pointers below need whole, aligned elements (the public
+        # layer copies anything else); strides of a length-1 axis are free
+        if n_rows == 1:
+            rs = n_cols * cs
+        if n_cols == 1:
+            cs = size
+        if rs % size or cs % size or <size_t> x % size:
+            raise ValueError("Updater: x is not aligned to whole elements")
+        rs, cs = rs // size, cs // size
+        if columns:  # feature-major: the shapes are [D, R]
+            if cs != 1 or rs != n_cols:
+                raise ValueError("Updater: feature-major x must be C-contiguous")
+            n_feat = n_rows
+        else:
+            n_feat = n_cols if self.n_feat != 1 else 1
+        if n_feat != self.n_feat:
+            raise ValueError("Updater: x/out shape does not match the state")
+        # the span of x's bytes, whatever its strides' signs
+        lo += min(0, (n_rows - 1) * rs) * size + min(0, (n_cols - 1) * cs) * size
+        hi = (<const char*> x) + (max(0, (n_rows - 1) * rs) + max(0, (n_cols - 1) * cs) + 1) * size
+        if <const char*> out < hi and lo < <const char*> (out + n_rows * n_cols):
+            raise ValueError("Updater: out overlaps x")
         with nogil:
-            ok = _affine_all(x, out, n_rows, n_feat, mu, &self.var[0], epsilon, normalize, clip,
-                             n_threads, columns)
+            if columns:
+                ok = _affine_all(x, 1, 1, out, n_cols, n_rows, &self.mean[0], &self.var[0],
+                                 n_feat, epsilon, normalize, clip, n_threads, True)
+            else:
+                ok = _affine_all(x, rs, cs, out, n_rows, n_cols, &self.mean[0], &self.var[0],
+                                 n_feat, epsilon, normalize, clip, n_threads)
         if ok < 0:
             raise MemoryError()
         return 0
@@ -634,7 +694,8 @@ cdef api Py_ssize_t fastppo_rms_update_f64(
 cdef api int fastppo_rms_normalize_f64(
         const double* x, double* out, Py_ssize_t n_rows, Py_ssize_t n_feat, const double* mean,
         const double* var, double epsilon, double clip) noexcept nogil:
-    return _affine_all(x, out, n_rows, n_feat, mean, var, epsilon, True, clip, 1)
+    return _affine_all(x, n_feat, 1, out, n_rows, n_feat, mean, var, n_feat, epsilon, True,
+                       clip, 1)
 
 
 cdef api Py_ssize_t fastppo_return_step_f64(

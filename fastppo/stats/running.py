@@ -21,6 +21,7 @@ from fastppo._checks import (
     fail,
     flag_array,
     ndarray_of,
+    row_readable,
 )
 from fastppo.stats._common import (
     F32,
@@ -268,7 +269,7 @@ class RunningMeanStd:
         cols = False
         if x.ndim == 2 and self._fast_2d:
             cols = _f_ordered(x)  # then feature-major: the transposes (see _affine)
-            x = x if cols else c_contiguous(x)
+            x = x if cols or row_readable(x) else c_contiguous(x)
             res = np.empty(x.shape, dt, order="F" if cols else "C") if out is None else out
             x2, r2 = (x.T, res.T) if cols else (x, res)
         elif (
@@ -276,7 +277,7 @@ class RunningMeanStd:
             and self._fast_1d
             and (out is None or (type(out) is np.ndarray and out.ndim == 1))
         ):
-            x = c_contiguous(x)
+            x = x if row_readable(x) else c_contiguous(x)
             res = np.empty(x.shape, dt) if out is None else out
             # [:, None] is always a view, so a result can never land in a copy
             x2, r2 = x[:, None], res[:, None]
@@ -295,6 +296,8 @@ class RunningMeanStd:
         if fast is not None:
             return fast
         a = float_input(fn, name, x, self._shape)
+        if not a.flags.aligned:  # the C map reads whole elements (a copy aligns)
+            a = a.copy(order="K")
         # a Fortran-ordered array (one feature, or [R, D]) is mapped as it lies:
         # its transpose is C-contiguous and feature-major, and the result
         # takes its order (as numpy's element-wise functions do)
@@ -320,15 +323,16 @@ class RunningMeanStd:
                 r2 = np.empty(x2.shape, a.dtype)
         else:
             cols = False
-            # a per-step [N, D] array is already the kernels' 2-D layout: no reshape
-            two_d = a.ndim == 2 and a.shape[1] == n_feat
-            c = c_contiguous(a)
-            x2 = c if two_d else c.reshape(rows, n_feat)
-            direct = res.flags.c_contiguous
-            if direct:
-                r2 = res if two_d else res.reshape(rows, n_feat)
+            # an [N, D] array, or any 1-D / 2-D array of one feature, is mapped as
+            # it lies when a row loop can read it (strides included: no copy);
+            # anything else is copied to C order and seen as [rows, D]
+            if 1 <= a.ndim <= 2 and (a.shape[-1] == n_feat or n_feat == 1) and row_readable(a):
+                # one feature's 1-D values as [R, 1]: each row one run, in parallel
+                x2 = a if a.ndim == 2 else a[:, None] if n_feat == 1 else a[None, :]
             else:
-                r2 = np.empty((rows, n_feat), a.dtype)
+                x2 = c_contiguous(a).reshape(rows, n_feat)
+            direct = res.flags.c_contiguous
+            r2 = res.reshape(x2.shape) if direct else np.empty(x2.shape, a.dtype)
         aff = self._cy.affine_f32 if a.dtype == np.float32 else self._cy.affine_f64
         aff(x2, r2, self._epsilon, normalize, clip, threads(a.size), cols)
         if not direct:
