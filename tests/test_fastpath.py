@@ -421,6 +421,43 @@ def test_c_contiguous_copies_every_view_as_numpy_does(dt):
     assert _fast.c_contiguous(base) is base
 
 
+def test_large_temporaries_reuse_cached_blocks_within_bounds():
+    """A copy of at least SCRATCH_MIN bytes lives in a cached block: writeable,
+    aligned to 64 bytes, C- or Fortran-ordered as asked; freed, its block
+    serves the next temporary of its size (no fresh pages: the page faults
+    that made strided sweeps slow); the cache never holds more than
+    SCRATCH_SLOTS blocks or SCRATCH_MAX bytes, and small copies bypass it."""
+    wide = np.arange(2 * 512 * 256, dtype=np.float32).reshape(512, 512)
+    view = wide[:, ::2]  # 512 KiB of values
+    c = _fast.c_contiguous(view)
+    assert isinstance(c.base, _fast._Block)
+    assert c.flags.writeable and c.flags.c_contiguous and c.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(c, np.ascontiguousarray(view))
+    c[0, 0] = -1.0  # a temporary the caller may write
+    address = c.ctypes.data
+    del c
+    blocks, held = _fast.scratch_cached()
+    assert blocks >= 1 and held >= view.nbytes
+    again = _fast.c_contiguous(view)
+    assert again.ctypes.data == address  # the same block, refilled
+    np.testing.assert_array_equal(again, np.ascontiguousarray(view))
+    flags = np.asfortranarray((np.arange(512 * 1024) % 2).reshape(512, 1024).astype(np.float32))
+    u, bad = _fast.float_flags(flags)
+    assert bad == -1 and u.flags.f_contiguous and u.flags.writeable
+    np.testing.assert_array_equal(u, flags != 0)
+    # many at once: all distinct, and only what the bounds allow is kept
+    views = [(wide + k)[:, ::2] for k in range(12)]
+    held_now = [_fast.c_contiguous(v) for v in views]
+    assert len({h.ctypes.data for h in held_now}) == len(held_now)
+    for h, v in zip(held_now, views):
+        np.testing.assert_array_equal(h, np.ascontiguousarray(v))
+    del held_now, again, u
+    blocks, held = _fast.scratch_cached()
+    assert blocks <= _fast.SCRATCH_SLOTS and held <= _fast.SCRATCH_MAX
+    small = _fast.c_contiguous(wide[:8, ::2])
+    assert small.base is None and small.flags.owndata
+
+
 @pytest.mark.parametrize(("kind", "d"), list(itertools.product(range(5), range(2))))
 def test_c_entries_exist(kind, d):
     from fastppo.kernels import cabi
