@@ -412,7 +412,11 @@ def test_c_contiguous_copies_every_view_as_numpy_does(dt):
     views += [base.T, base[:, ::2].T, base[1:, 3:].T, np.broadcast_to(base[0], (5, 40))]
     # Fortran order: 8 x 8 blocks and both edges
     views += [np.asfortranarray(base[:r, :c]) for r, c in ((8, 8), (12, 40), (11, 37), (1, 9))]
-    views += [np.asfortranarray((rng.standard_normal((203, 77)) * 3).astype(dt))]
+    big = np.asfortranarray((rng.standard_normal((203, 77)) * 3).astype(dt))
+    views += [big]
+    # register tiles: columns further apart than the view is long, and every
+    # start within a cache line (the rows before the first line boundary)
+    views += [big[r0:, 2:70] for r0 in range(0, 17)] + [big[5:150:1, ::3], big[40:41, :]]
     for v in views:
         c = _fast.c_contiguous(v)
         assert c.flags.c_contiguous and c.dtype == v.dtype and c.shape == v.shape
