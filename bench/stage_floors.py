@@ -41,7 +41,7 @@ from fastppo.kernels.chunks import CHUNK
 from fastppo.kernels.fastmath import tanh32
 from fastppo.kernels.gaussian import chunk_normals
 from fastppo.kernels.squash import unsquash
-from fastppo_bench.timing import Budget, format_time, time_interleaved
+from fastppo_bench.timing import print_stages
 
 T, N = 2048, 256
 BLOCK = 4096  # elements of the L1-resident block the exp stage runs on
@@ -144,14 +144,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    fns = _stages()
-    for fn in fns.values():
-        fn()  # compile and warm
-    res = time_interleaved(fns, Budget(per_impl_s=0.1 * args.rounds, rounds=args.rounds))
-    print(f"CPU (llvmlite): {llvm.get_host_cpu_name()}, numba threads {numba.get_num_threads()}")
-    print("| stage | median | +-IQR/2 |\n|---|---:|---:|")
-    for label, t in res.items():
-        print(f"| {label} | {format_time(t.median_s)} | {50 * t.spread:.0f}% |")
+    cpu = f"CPU (llvmlite): {llvm.get_host_cpu_name()}, numba threads {numba.get_num_threads()}"
+    print_stages(_stages(), args.rounds, cpu)
 
 
 if __name__ == "__main__":

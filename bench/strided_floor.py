@@ -38,7 +38,7 @@ import numpy as np
 import fastppo
 from fastppo._checks import c_contiguous
 from fastppo.kernels.sweep import CHUNK
-from fastppo_bench.timing import Budget, format_time, time_interleaved
+from fastppo_bench.timing import print_stages
 
 T, N = 2048, 256
 GAMMA, LAM = 0.99, 0.95
@@ -163,16 +163,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    fns = _stages()
-    for fn in fns.values():
-        fn()  # compile and warm
-    res = time_interleaved(fns, Budget(per_impl_s=0.1 * args.rounds, rounds=args.rounds))
-    print(f"CPU (llvmlite): {llvm.get_host_cpu_name()}, numba threads {numba.get_num_threads()}")
-    base = next(iter(res.values())).median_s
-    print("| stage | median | +-IQR/2 | step-1 kernel / this |\n|---|---:|---:|---:|")
-    for label, t in res.items():
-        print(f"| {label} | {format_time(t.median_s)} | {50 * t.spread:.0f}% | "
-              f"{base / t.median_s:.2f} |")  # fmt: skip
+    cpu = f"CPU (llvmlite): {llvm.get_host_cpu_name()}, numba threads {numba.get_num_threads()}"
+    print_stages(_stages(), args.rounds, cpu, ratio_to_first=True)
 
 
 if __name__ == "__main__":

@@ -213,3 +213,22 @@ def _sig3(v: float) -> str:
     if v >= 10:
         return f"{v:.1f}"
     return f"{v:.2f}"
+
+
+def print_stages(
+    fns: dict[str, Callable[[], Any]], rounds: int, header: str, ratio_to_first: bool = False
+) -> None:
+    """Warm every callable, time them interleaved (``rounds`` rounds, 0.1 s each
+    per impl) and print ``header`` and a Markdown table of medians (with the
+    first stage's median over each one's when ``ratio_to_first``): the
+    stage-floor scripts' report."""
+    for fn in fns.values():
+        fn()  # compile and warm
+    res = time_interleaved(fns, Budget(per_impl_s=0.1 * rounds, rounds=rounds))
+    print(header)
+    base = next(iter(res.values())).median_s
+    extra = " first / this |" if ratio_to_first else ""
+    print(f"| stage | median | +-IQR/2 |{extra}\n|---|---:|---:|{'---:|' if extra else ''}")
+    for label, t in res.items():
+        ratio = f" {base / t.median_s:.2f} |" if ratio_to_first else ""
+        print(f"| {label} | {format_time(t.median_s)} | {50 * t.spread:.0f}% |{ratio}")

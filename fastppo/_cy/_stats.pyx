@@ -222,6 +222,13 @@ cdef Py_ssize_t _update(const floating* x, Py_ssize_t n_rows, Py_ssize_t n_feat,
     return n_b
 
 
+cdef inline double _clip(double y, double clip) noexcept nogil:
+    # y clipped to [-clip, clip] when clip > 0: comparisons, not min/max, so a
+    # NaN stays NaN, as in np.clip (selects: gcc vectorises the loops)
+    y = clip if (clip > 0.0 and y > clip) else y
+    return -clip if (clip > 0.0 and y < -clip) else y
+
+
 cdef inline void _affine_row(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
                              const double* mu, const double* factor, bint normalize,
                              double clip) noexcept nogil:
@@ -232,16 +239,11 @@ cdef inline void _affine_row(const floating* x, Py_ssize_t cs, floating* out, Py
     if normalize:
         for j in range(n):
             y = (x[j * cs] - mu[j]) * factor[j]
-            # comparisons, not min/max: a NaN stays NaN, as in np.clip
-            y = clip if (clip > 0.0 and y > clip) else y
-            y = -clip if (clip > 0.0 and y < -clip) else y
-            out[j] = <floating> y
+            out[j] = <floating> _clip(y, clip)
     else:
         for j in range(n):
             y = x[j * cs] * factor[j] + mu[j]
-            y = clip if (clip > 0.0 and y > clip) else y
-            y = -clip if (clip > 0.0 and y < -clip) else y
-            out[j] = <floating> y
+            out[j] = <floating> _clip(y, clip)
 
 
 cdef inline void _affine_run(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
@@ -254,15 +256,11 @@ cdef inline void _affine_run(const floating* x, Py_ssize_t cs, floating* out, Py
     if normalize:
         for k in range(n):
             y = (x[k * cs] - mu) * factor
-            y = clip if (clip > 0.0 and y > clip) else y
-            y = -clip if (clip > 0.0 and y < -clip) else y
-            out[k] = <floating> y
+            out[k] = <floating> _clip(y, clip)
     else:
         for k in range(n):
             y = x[k * cs] * factor + mu
-            y = clip if (clip > 0.0 and y > clip) else y
-            y = -clip if (clip > 0.0 and y < -clip) else y
-            out[k] = <floating> y
+            out[k] = <floating> _clip(y, clip)
 
 
 cdef inline void _affine_span(const floating* x, Py_ssize_t cs, floating* out, Py_ssize_t n,
@@ -483,7 +481,7 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
     # per step: the corrected two-pass moments of the valid returns (as one block
     # of _update), then one Chan merge
     cdef Py_ssize_t t, i, k, n, total = 0
-    cdef double s, inv, m, m2, c, dev, scale, y, ca = count_a
+    cdef double s, inv, m, m2, c, dev, scale, ca = count_a
     cdef double bound = 0.0, step_max
     for i in range(n_envs):
         bound = fmax(bound, fabs(ret[i]))
@@ -529,13 +527,7 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
         scale = sqrt(var[0] + epsilon)
         for i in range(n_envs):
             k = t * n_envs + i
-            y = r[k] / scale
-            if clip > 0.0:
-                if y > clip:
-                    y = clip
-                elif y < -clip:
-                    y = -clip
-            out[k] = <floating> y
+            out[k] = <floating> _clip(r[k] / scale, clip)
         for i in range(n_envs):
             k = t * n_envs + i
             if (not masked or valid[k] != 0) and (term[k] != 0 or trunc[k] != 0):
