@@ -417,6 +417,8 @@ def test_c_contiguous_copies_every_view_as_numpy_does(dt):
     # register tiles: columns further apart than the view is long, and every
     # start within a cache line (the rows before the first line boundary)
     views += [big[r0:, 2:70] for r0 in range(0, 17)] + [big[5:150:1, ::3], big[40:41, :]]
+    # narrower than a tile, and a narrow tile left over: masked stores
+    views += [np.asfortranarray(big[:, :w]) for w in (1, 2, 5, 6, 7, 9, 15, 17)]
     for v in views:
         c = _fast.c_contiguous(v)
         assert c.flags.c_contiguous and c.dtype == v.dtype and c.shape == v.shape

@@ -297,16 +297,18 @@ cdef inline Py_ssize_t _abs(Py_ssize_t x) noexcept nogil:
 cdef extern from *:
     """
     /* Register-tile transposes (16 x 16 float32, 8 x 8 float64, AVX-512): a
-       tile loads TILE runs of TILE elements, one from each of TILE columns,
-       transposes them in registers (unpack, then 128-bit lane shuffles) and
-       stores TILE rows. */
+       tile loads TILE runs of TILE elements, one from each of w <= TILE
+       columns (zeros for the rest), transposes them in registers (unpack, then
+       128-bit lane shuffles) and stores TILE rows of w elements (masked
+       stores where w < TILE: narrow arrays, the columns left over). */
     #include <stddef.h>
     #if defined(__AVX512F__)
     #include <immintrin.h>
-    static inline void fastppo_tile_f32(const float* y, ptrdiff_t T, float* d, ptrdiff_t N) {
+    static inline void fastppo_tile_f32(const float* y, ptrdiff_t T, float* d, ptrdiff_t N,
+                                        int w) {
         __m512 r[16], a[16], o[16];
         int i, c;
-        for (i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(y + i * T);
+        for (i = 0; i < 16; i++) r[i] = i < w ? _mm512_loadu_ps(y + i * T) : _mm512_setzero_ps();
         for (i = 0; i < 16; i += 2) {
             a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
             a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -330,12 +332,18 @@ cdef extern from *:
             o[8 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
             o[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
         }
-        for (i = 0; i < 16; i++) _mm512_storeu_ps(d + i * N, o[i]);
+        if (w == 16) {
+            for (i = 0; i < 16; i++) _mm512_storeu_ps(d + i * N, o[i]);
+        } else {
+            __mmask16 m = (__mmask16) ((1u << w) - 1);
+            for (i = 0; i < 16; i++) _mm512_mask_storeu_ps(d + i * N, m, o[i]);
+        }
     }
-    static inline void fastppo_tile_f64(const double* y, ptrdiff_t T, double* d, ptrdiff_t N) {
-        __m512d r[8], a[8];
+    static inline void fastppo_tile_f64(const double* y, ptrdiff_t T, double* d, ptrdiff_t N,
+                                        int w) {
+        __m512d r[8], a[8], o[8];
         int i, c;
-        for (i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(y + i * T);
+        for (i = 0; i < 8; i++) r[i] = i < w ? _mm512_loadu_pd(y + i * T) : _mm512_setzero_pd();
         for (i = 0; i < 8; i += 2) {
             a[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
             a[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
@@ -346,10 +354,16 @@ cdef extern from *:
             __m512d u1 = _mm512_shuffle_f64x2(a[c], a[2 + c], 0xEE);
             __m512d u2 = _mm512_shuffle_f64x2(a[4 + c], a[6 + c], 0x44);
             __m512d u3 = _mm512_shuffle_f64x2(a[4 + c], a[6 + c], 0xEE);
-            _mm512_storeu_pd(d + c * N, _mm512_shuffle_f64x2(u0, u2, 0x88));
-            _mm512_storeu_pd(d + (2 + c) * N, _mm512_shuffle_f64x2(u0, u2, 0xDD));
-            _mm512_storeu_pd(d + (4 + c) * N, _mm512_shuffle_f64x2(u1, u3, 0x88));
-            _mm512_storeu_pd(d + (6 + c) * N, _mm512_shuffle_f64x2(u1, u3, 0xDD));
+            o[c] = _mm512_shuffle_f64x2(u0, u2, 0x88);
+            o[2 + c] = _mm512_shuffle_f64x2(u0, u2, 0xDD);
+            o[4 + c] = _mm512_shuffle_f64x2(u1, u3, 0x88);
+            o[6 + c] = _mm512_shuffle_f64x2(u1, u3, 0xDD);
+        }
+        if (w == 8) {
+            for (i = 0; i < 8; i++) _mm512_storeu_pd(d + i * N, o[i]);
+        } else {
+            __mmask8 m = (__mmask8) ((1u << w) - 1);
+            for (i = 0; i < 8; i++) _mm512_mask_storeu_pd(d + i * N, m, o[i]);
         }
     }
     #define FASTPPO_TILES 1
@@ -365,24 +379,29 @@ cdef extern from *:
        register tiles that each load whole cache lines (numpy's large arrays
        start 16 bytes past one: without that shift every tile straddled lines,
        and columns a power of two of bytes apart evicted the halves before the
-       next tile came), then the rows left; columns left over one by one. */
+       next tile came), then the rows left; the columns left over are one
+       narrower tile (w < TILE). */
     #define FASTPPO_TRANSPOSE(NAME, TYPE, TILE, TILEFN)                                     \
     static int NAME(const TYPE* y, ptrdiff_t ld, ptrdiff_t rows, ptrdiff_t cols, TYPE* d) { \
-        ptrdiff_t n0 = 0, n, t, lead;                                                      \
+        ptrdiff_t n0, n, t, lead, w;                                                       \
         if (!FASTPPO_TILES) return 0;                                                      \
-        for (; n0 + TILE <= cols; n0 += TILE) {                                            \
+        for (n0 = 0; n0 < cols; n0 += TILE) {                                              \
             const TYPE* c0 = y + n0 * ld;                                                  \
             size_t mis = (size_t) c0 & 63;                                                 \
+            w = cols - n0 < TILE ? cols - n0 : TILE;                                       \
             lead = mis % sizeof(TYPE) ? 0 : (ptrdiff_t) (((64 - mis) & 63) / sizeof(TYPE)); \
             if (lead > rows) lead = rows;                                                  \
             for (t = 0; t < lead; t++)                                                     \
-                for (n = n0; n < n0 + TILE; n++) d[t * cols + n] = y[n * ld + t];          \
-            for (; t + TILE <= rows; t += TILE) TILEFN(c0 + t, ld, d + t * cols + n0, cols); \
+                for (n = n0; n < n0 + w; n++) d[t * cols + n] = y[n * ld + t];             \
+            if (w == TILE)                                                                 \
+                for (; t + TILE <= rows; t += TILE)                                        \
+                    TILEFN(c0 + t, ld, d + t * cols + n0, cols, TILE);                     \
+            else                                                                           \
+                for (; t + TILE <= rows; t += TILE)                                        \
+                    TILEFN(c0 + t, ld, d + t * cols + n0, cols, (int) w);                  \
             for (; t < rows; t++)                                                          \
-                for (n = n0; n < n0 + TILE; n++) d[t * cols + n] = y[n * ld + t];          \
+                for (n = n0; n < n0 + w; n++) d[t * cols + n] = y[n * ld + t];             \
         }                                                                                  \
-        for (n = n0; n < cols; n++)                                                        \
-            for (t = 0; t < rows; t++) d[t * cols + n] = y[n * ld + t];                    \
         return 1;                                                                          \
     }
     #if FASTPPO_TILES
