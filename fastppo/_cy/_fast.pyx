@@ -380,7 +380,8 @@ cdef extern from *:
        start 16 bytes past one: without that shift every tile straddled lines,
        and columns a power of two of bytes apart evicted the halves before the
        next tile came), then the rows left; the columns left over are one
-       narrower tile (w < TILE). */
+       narrower tile (w < TILE), or copied directly when only one is left (a
+       tile for it cost more: [4096, 17] float32 10.5 -> 12.1 us). */
     #define FASTPPO_TRANSPOSE(NAME, TYPE, TILE, TILEFN)                                     \
     static int NAME(const TYPE* y, ptrdiff_t ld, ptrdiff_t rows, ptrdiff_t cols, TYPE* d) { \
         ptrdiff_t n0, n, t, lead, w;                                                       \
@@ -389,6 +390,10 @@ cdef extern from *:
             const TYPE* c0 = y + n0 * ld;                                                  \
             size_t mis = (size_t) c0 & 63;                                                 \
             w = cols - n0 < TILE ? cols - n0 : TILE;                                       \
+            if (w == 1) { /* one column left: a tile would mostly move zeros */          \
+                for (t = 0; t < rows; t++) d[t * cols + n0] = c0[t];                       \
+                break;                                                                     \
+            }                                                                              \
             lead = mis % sizeof(TYPE) ? 0 : (ptrdiff_t) (((64 - mis) & 63) / sizeof(TYPE)); \
             if (lead > rows) lead = rows;                                                  \
             for (t = 0; t < lead; t++)                                                     \
