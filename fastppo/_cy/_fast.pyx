@@ -304,15 +304,44 @@ cdef extern from *:
     #include <stddef.h>
     #if defined(__AVX512F__)
     #include <immintrin.h>
+    /* The 4 x 4 transpose of 128-bit lanes across x[c], x[s+c], x[2s+c],
+       x[3s+c] into o[c], o[s+c], o[2s+c], o[3s+c] (SHUF: the lane shuffle
+       of vector type V). */
+    #define FASTPPO_LANES(V, SHUF, x, o, c, s) do {                                   \
+        V u0 = SHUF(x[c], x[(s) + (c)], 0x44), u1 = SHUF(x[c], x[(s) + (c)], 0xEE);   \
+        V u2 = SHUF(x[2 * (s) + (c)], x[3 * (s) + (c)], 0x44);                        \
+        V u3 = SHUF(x[2 * (s) + (c)], x[3 * (s) + (c)], 0xEE);                        \
+        o[c] = SHUF(u0, u2, 0x88);                                                    \
+        o[(s) + (c)] = SHUF(u0, u2, 0xDD);                                            \
+        o[2 * (s) + (c)] = SHUF(u1, u3, 0x88);                                        \
+        o[3 * (s) + (c)] = SHUF(u1, u3, 0xDD);                                        \
+    } while (0)
+    /* r[i]: TILE elements of column i < w (T apart), zeros for the rest; a:
+       the first unpack round, pairs of columns interleaved */
+    #define FASTPPO_LOAD(TILE, LOADU, ZERO, UNLO, UNHI, y, T, w, r, a) do {            \
+        int k_;                                                                       \
+        for (k_ = 0; k_ < (TILE); k_++) r[k_] = k_ < (w) ? LOADU((y) + k_ * (T)) : ZERO(); \
+        for (k_ = 0; k_ < (TILE); k_ += 2) {                                          \
+            a[k_] = UNLO(r[k_], r[k_ + 1]);                                           \
+            a[k_ + 1] = UNHI(r[k_], r[k_ + 1]);                                       \
+        }                                                                             \
+    } while (0)
+    /* TILE rows of w elements, N apart: whole vectors, or masked where w < TILE */
+    #define FASTPPO_STORE(TILE, STOREU, MSTORE, MASK, d, N, o, w) do {                 \
+        int k_;                                                                       \
+        if ((w) == (TILE)) {                                                          \
+            for (k_ = 0; k_ < (TILE); k_++) STOREU((d) + k_ * (N), o[k_]);            \
+        } else {                                                                      \
+            MASK m_ = (MASK) ((1u << (w)) - 1);                                       \
+            for (k_ = 0; k_ < (TILE); k_++) MSTORE((d) + k_ * (N), m_, o[k_]);        \
+        }                                                                             \
+    } while (0)
     static inline void fastppo_tile_f32(const float* y, ptrdiff_t T, float* d, ptrdiff_t N,
                                         int w) {
         __m512 r[16], a[16], o[16];
         int i, c;
-        for (i = 0; i < 16; i++) r[i] = i < w ? _mm512_loadu_ps(y + i * T) : _mm512_setzero_ps();
-        for (i = 0; i < 16; i += 2) {
-            a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-            a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-        }
+        FASTPPO_LOAD(16, _mm512_loadu_ps, _mm512_setzero_ps, _mm512_unpacklo_ps,
+                     _mm512_unpackhi_ps, y, T, w, r, a);
         for (i = 0; i < 16; i += 4) {
             __m512d p = _mm512_castps_pd(a[i]), q = _mm512_castps_pd(a[i + 2]);
             __m512d u = _mm512_castps_pd(a[i + 1]), v = _mm512_castps_pd(a[i + 3]);
@@ -322,49 +351,18 @@ cdef extern from *:
             r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(u, v));
         }
         /* r[4g + c], lane L: column 4L + c, rows 4g..4g+3 */
-        for (c = 0; c < 4; c++) {
-            __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
-            __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
-            __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
-            __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-            o[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-            o[4 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-            o[8 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-            o[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-        }
-        if (w == 16) {
-            for (i = 0; i < 16; i++) _mm512_storeu_ps(d + i * N, o[i]);
-        } else {
-            __mmask16 m = (__mmask16) ((1u << w) - 1);
-            for (i = 0; i < 16; i++) _mm512_mask_storeu_ps(d + i * N, m, o[i]);
-        }
+        for (c = 0; c < 4; c++) FASTPPO_LANES(__m512, _mm512_shuffle_f32x4, r, o, c, 4);
+        FASTPPO_STORE(16, _mm512_storeu_ps, _mm512_mask_storeu_ps, __mmask16, d, N, o, w);
     }
     static inline void fastppo_tile_f64(const double* y, ptrdiff_t T, double* d, ptrdiff_t N,
                                         int w) {
         __m512d r[8], a[8], o[8];
-        int i, c;
-        for (i = 0; i < 8; i++) r[i] = i < w ? _mm512_loadu_pd(y + i * T) : _mm512_setzero_pd();
-        for (i = 0; i < 8; i += 2) {
-            a[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
-            a[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
-        }
+        int c;
+        FASTPPO_LOAD(8, _mm512_loadu_pd, _mm512_setzero_pd, _mm512_unpacklo_pd,
+                     _mm512_unpackhi_pd, y, T, w, r, a);
         /* a[2h + c], lane L: column 2L + c, rows 2h, 2h+1 */
-        for (c = 0; c < 2; c++) {
-            __m512d u0 = _mm512_shuffle_f64x2(a[c], a[2 + c], 0x44);
-            __m512d u1 = _mm512_shuffle_f64x2(a[c], a[2 + c], 0xEE);
-            __m512d u2 = _mm512_shuffle_f64x2(a[4 + c], a[6 + c], 0x44);
-            __m512d u3 = _mm512_shuffle_f64x2(a[4 + c], a[6 + c], 0xEE);
-            o[c] = _mm512_shuffle_f64x2(u0, u2, 0x88);
-            o[2 + c] = _mm512_shuffle_f64x2(u0, u2, 0xDD);
-            o[4 + c] = _mm512_shuffle_f64x2(u1, u3, 0x88);
-            o[6 + c] = _mm512_shuffle_f64x2(u1, u3, 0xDD);
-        }
-        if (w == 8) {
-            for (i = 0; i < 8; i++) _mm512_storeu_pd(d + i * N, o[i]);
-        } else {
-            __mmask8 m = (__mmask8) ((1u << w) - 1);
-            for (i = 0; i < 8; i++) _mm512_mask_storeu_pd(d + i * N, m, o[i]);
-        }
+        for (c = 0; c < 2; c++) FASTPPO_LANES(__m512d, _mm512_shuffle_f64x2, a, o, c, 2);
+        FASTPPO_STORE(8, _mm512_storeu_pd, _mm512_mask_storeu_pd, __mmask8, d, N, o, w);
     }
     #define FASTPPO_TILES 1
     #else
