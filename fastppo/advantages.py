@@ -320,7 +320,7 @@ def _as_2d_c(a: np.ndarray) -> np.ndarray:
     """[T] -> [T, 1] view; C-contiguous (copying only when it must)."""
     if a.ndim == 1:
         a = a.reshape(a.shape[0], 1)
-    return a if a.flags.c_contiguous else C.c_contiguous(a)
+    return C.c_contiguous(a)
 
 
 def _kernel_views(batch_major: bool, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -347,7 +347,7 @@ def _last_values(fn: str, x: ArrayLike, one_d: bool, n: int, dt: np.dtype) -> np
     if a.shape != (n,):
         want = "a scalar or shape (1,)" if one_d else f"shape ({n},)"
         C.fail(fn, "last_values", want, f"shape {np.shape(x)}")
-    return a if a.flags.c_contiguous else C.c_contiguous(a)
+    return C.c_contiguous(a)
 
 
 def _gamma_lambda(fn: str, gamma: float, lam: float, lam_name: str) -> tuple[float, float]:

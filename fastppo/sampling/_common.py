@@ -102,9 +102,7 @@ def _logits2d(fn: str, name: str, x: Any) -> np.ndarray:
         fail(fn, name, "float32 or float64", f"dtype {dt}", "use .astype(np.float32)", TypeError)
     if a.ndim != 2:
         fail(fn, name, "2-D [n_envs, n_actions]", f"shape {a.shape}")
-    if not a.flags.c_contiguous:
-        a = c_contiguous(a)
-    return a
+    return c_contiguous(a)
 
 
 def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +138,7 @@ def gaussian_params(fn: str, mean: Any, log_std: Any) -> tuple[np.ndarray, np.nd
             ls2 = ls2[:1]
     else:
         fail(fn, "log_std", f"shape {mu.shape} or ({a_dim},)", f"shape {ls.shape}")
-    return mu, ls2 if ls2.flags.c_contiguous else c_contiguous(ls2)
+    return mu, c_contiguous(ls2)
 
 
 def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -153,9 +151,7 @@ def _mask2d(fn: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
         m = m.view(_U8)  # same bytes, nonzero = allowed
     if m.shape != shape:
         fail(fn, "mask", f"shape {shape} like logits", f"shape {m.shape}")
-    if not m.flags.c_contiguous:
-        m = c_contiguous(m)
-    return m
+    return c_contiguous(m)
 
 
 def _outs(
