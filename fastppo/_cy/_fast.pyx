@@ -227,16 +227,23 @@ ctypedef fused real:
     double
 
 
+cdef inline unsigned int _not_flag(real v) noexcept nogil:
+    """1 where a float flag is neither 0 nor 1 (NaN included), else 0: the one
+    float-flag rule, which the conversion below and the scan naming a refused
+    value both test."""
+    return (v != 0) & (v != 1)
+
+
 cdef bint _bytes_of_flags(const real* src, unsigned char* dst, Py_ssize_t n) noexcept nogil:
     """``dst = src != 0`` for 0/1 float flags; False if a value is neither (NaN
-    included). The one float-flag rule: the sweeps' fast path, the general
-    path's ``_checks.flag_array`` and ``ReturnNormalizer`` all convert here."""
+    included). The sweeps' fast path, the general path's
+    ``_checks.flag_array`` and ``ReturnNormalizer`` all convert here."""
     cdef unsigned int bad = 0  # (a byte accumulator vectorised worse)
     cdef Py_ssize_t i
     cdef real v
     for i in range(n):  # branch-free: the compiler vectorises it
         v = src[i]
-        bad |= (v != 0) & (v != 1)
+        bad |= _not_flag(v)
         dst[i] = v != 0
     return bad == 0
 
@@ -246,9 +253,18 @@ cdef Py_ssize_t _first_bad_flag(const real* src, Py_ssize_t n) noexcept nogil:
     (run only after :func:`_bytes_of_flags` refused, to name the value)."""
     cdef Py_ssize_t i
     for i in range(n):
-        if src[i] != 0 and src[i] != 1:
+        if _not_flag(src[i]):
             return i
     return -1
+
+
+cdef inline bint _float_flag_array(cnp.ndarray a, int order) noexcept:
+    """Whether ``a`` holds flags :func:`_flag_array_bytes` converts: native,
+    aligned float32/float64, contiguous in ``order`` (``NPY_ARRAY_C_CONTIGUOUS``
+    or ``NPY_ARRAY_F_CONTIGUOUS``)."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    return ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
+            and cnp.PyArray_CHKFLAGS(a, order | cnp.NPY_ARRAY_ALIGNED))
 
 
 ctypedef fused item:
@@ -761,17 +777,14 @@ def float_flags(cnp.ndarray a):
     ``(None, k)`` where the value at flat index ``k`` (memory order) is neither
     0 nor 1. The general path's conversion (``_checks.flag_array``); raises
     ``ValueError`` for any other array (the caller converts first)."""
-    cdef int t = cnp.PyArray_TYPE(a)
     cdef bint c = cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS)
-    if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
-            and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_ALIGNED)
-            and (c or cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_F_CONTIGUOUS))):
+    if not _float_flag_array(a, cnp.NPY_ARRAY_C_CONTIGUOUS if c else cnp.NPY_ARRAY_F_CONTIGUOUS):
         raise ValueError("float_flags: an aligned, native, contiguous float32/float64 array")
     u = _flag_array_bytes(a, not c)
     if u is not None:
         return u, -1
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
-    if t == cnp.NPY_FLOAT32:
+    if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32:
         return None, _first_bad_flag(<const float*>cnp.PyArray_DATA(a), n)
     return None, _first_bad_flag(<const double*>cnp.PyArray_DATA(a), n)
 
@@ -784,8 +797,7 @@ def flag_bytes(cnp.ndarray a):
     cdef int t = cnp.PyArray_TYPE(a)
     if t == cnp.NPY_BOOL or t == cnp.NPY_UINT8:
         return a
-    if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
-            and cnp.PyArray_CHKFLAGS(a, cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED)):
+    if not _float_flag_array(a, cnp.NPY_ARRAY_C_CONTIGUOUS):
         return None
     return _flag_array_bytes(a, False)
 
@@ -990,11 +1002,7 @@ cdef class _Batch:
         if type(x) is not cnp.ndarray:
             return x
         cdef cnp.ndarray a = <cnp.ndarray>x
-        cdef int t = cnp.PyArray_TYPE(a)
-        if not ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64)
-                and cnp.PyArray_ISNOTSWAPPED(a)
-                and cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
-                and _same_shape(a, self.r)):
+        if not (_float_flag_array(a, self.order) and _same_shape(a, self.r)):
             return x
         u = _flag_array_bytes(a, self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
         if u is None:
