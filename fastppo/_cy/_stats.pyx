@@ -305,8 +305,9 @@ cdef int _affine_all(const floating* x, Py_ssize_t rs, Py_ssize_t cs, floating* 
     # The whole affine map: the per-feature factor, then the rows (in row
     # chunks on n_threads > 1). x is [n_rows, n_cols] with rows rs and
     # elements cs apart, out C-contiguous; n_cols is n_feat, or any width
-    # when n_feat is 1 (one feature). ``columns``: x (contiguous) and out are
-    # feature-major [n_feat, n_rows] (a Fortran-ordered batch's transpose),
+    # when n_feat is 1 (one feature). ``columns``: x (contiguous: rs and cs
+    # are 1) and out are feature-major [n_feat, n_rows] (a Fortran-ordered
+    # batch's transpose),
     # swept one feature's run at a time; so is a contiguous batch of one
     # feature, whose rows would be one value each (a row loop of length 1 ran
     # 5x slower: normalize_returns [2048, 256] float32 without the update 724
@@ -322,9 +323,7 @@ cdef int _affine_all(const floating* x, Py_ssize_t rs, Py_ssize_t cs, floating* 
         factor[j] = sqrt(var[j] + epsilon)
         if normalize:
             factor[j] = 1.0 / factor[j]
-    if columns:  # feature j's run starts j * n_rows in, its elements adjacent
-        rs = 1
-    elif one and cs == 1 and rs == n_cols:  # contiguous: one run
+    if not columns and one and cs == 1 and rs == n_cols:  # contiguous: one run
         n_rows, n_cols, rs = n_rows * n_cols, 1, 1
     rows = max(1, 65536 // n_cols)  # 256-512 KiB per task
     if columns or (one and n_cols == 1):
@@ -348,6 +347,10 @@ cdef int _affine_all(const floating* x, Py_ssize_t rs, Py_ssize_t cs, floating* 
         _affine_rows(x, rs, cs, out, 0, n_rows, n_cols, mu, factor, one, normalize, clip)
     free(factor)
     return 0
+
+
+cdef inline bint _overlaps(const void* a, Py_ssize_t na, const void* b, Py_ssize_t nb) noexcept:
+    return (<const char*> a < <const char*> b + nb) and (<const char*> b < <const char*> a + na)
 
 
 cdef class Updater:
@@ -439,7 +442,7 @@ cdef class Updater:
         # the span of x's bytes, whatever its strides' signs
         lo += min(0, (n_rows - 1) * rs) * size + min(0, (n_cols - 1) * cs) * size
         hi = (<const char*> x) + (max(0, (n_rows - 1) * rs) + max(0, (n_cols - 1) * cs) + 1) * size
-        if <const char*> out < hi and lo < <const char*> (out + n_rows * n_cols):
+        if _overlaps(out, n_rows * n_cols * size, lo, hi - lo):
             raise ValueError("Updater: out overlaps x")
         with nogil:
             if columns:
@@ -533,10 +536,6 @@ cdef Py_ssize_t _return_step(const floating* r, const unsigned char* term,
             if (not masked or valid[k] != 0) and (term[k] != 0 or trunc[k] != 0):
                 ret[i] = 0.0
     return total
-
-
-cdef inline bint _overlaps(const void* a, Py_ssize_t na, const void* b, Py_ssize_t nb) noexcept:
-    return (<const char*> a < <const char*> b + nb) and (<const char*> b < <const char*> a + na)
 
 
 cdef class ReturnScaler:
