@@ -26,14 +26,9 @@ import numba
 import numpy as np
 
 import fastppo
+from fastppo_bench.suites.forms import _strided  # the matrix's strided form
 
 T, N = 2048, 256
-
-
-def _strided(a: np.ndarray) -> np.ndarray:
-    wide = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
-    wide[:, ::2] = a
-    return wide[:, ::2]
 
 
 def _calls() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
