@@ -21,8 +21,10 @@ Stages (all float32, ``out=`` buffers, validation on):
   with ``log_std`` [N, A] (the bench's torch row); the sampler's Philox +
   Box-Muller stage alone, and the squash's float32 ``tanh32`` + ``unsquash``
   (two logs per action) alone on an L1-resident block;
-* the per-call price of a torch tensor: ``Tensor.numpy()`` beside an N = 1
-  ``sample_categorical`` on numpy.
+* the per-call price of a torch tensor beside an N = 1 ``sample_categorical``
+  on numpy: ``Tensor.numpy()``, fastppo's view (``_fast.ndarray_of``: one
+  DLPack export and a check of the negative bit, which DLPack lacks), and
+  the floor under it, those two torch calls alone.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numba
 import numpy as np
 
 import fastppo
+from fastppo._cy._fast import ndarray_of
 from fastppo.kernels import sweep, vtrace
 from fastppo.kernels.chunks import CHUNK
 from fastppo.kernels.fastmath import tanh32
@@ -111,6 +114,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
 
     one = rng.standard_normal((1, 4)).astype(np.float32)
     one_t = torch.from_numpy(one)
+    to_dlpack = torch._C._to_dlpack
     return {
         "copy: np.copyto rewards, values (4 MB read, 4 MB written)": lambda: (
             np.copyto(c1, r),
@@ -137,6 +141,11 @@ def _stages() -> dict[str, Callable[[], Any]]:
             one, seed=1, counter=2
         ),
         "torch Tensor.numpy(), [1, 4]": one_t.numpy,
+        "fastppo's tensor view (_fast.ndarray_of), [1, 4]": lambda: ndarray_of(one_t),
+        "its torch calls alone: _to_dlpack + is_neg, [1, 4]": lambda: (
+            to_dlpack(one_t),
+            one_t.is_neg(),
+        ),
     }
 
 

@@ -5,7 +5,8 @@ Every public function validates through these helpers, so every error reads
 it is obvious), and every rule raises before any output is written.
 
 Array-likes are taken without copying when dtype and layout allow: numpy
-arrays as they are, torch CPU tensors through ``Tensor.numpy()`` (a view),
+arrays as they are, torch CPU tensors through a view of their memory (one
+DLPack export, ``_fast.ndarray_of``; ``Tensor.numpy()`` where that declines),
 objects with ``__dlpack__`` on the CPU through ``np.from_dlpack`` (a view),
 anything else with ``__array__`` or the buffer protocol through ``np.asarray``.
 A tensor on an accelerator is refused: a silent device-to-host copy would hide
@@ -122,6 +123,17 @@ def as_array(fn: str, name: str, x: Any) -> np.ndarray:
                 "a CPU tensor or array",
                 f"a tensor on device '{dev}'",
                 "move it with .cpu() first (fastppo never copies across devices silently)",
+                TypeError,
+            )
+        if getattr(x, "is_neg", lambda: False)():
+            # a lazily negated view (a complex conjugate's .imag): its memory
+            # holds the values' negatives, so no view of it reads the values
+            fail(
+                fn,
+                name,
+                "a tensor numpy can view",
+                "a tensor with the negative bit set",
+                "resolve it with .resolve_neg() first",
                 TypeError,
             )
         try:

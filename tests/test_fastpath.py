@@ -7,6 +7,7 @@ raises; it must never write to an ``out=`` buffer it then refuses.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 
@@ -512,6 +513,60 @@ def test_ndarray_of_views_arrays_and_plain_cpu_tensors_only() -> None:
     assert _fast.ndarray_of(g).ctypes.data == g.data_ptr()
     for other in ([1.0, 2.0], 3.0, np.ma.masked_array([1.0]), torch.nn.Parameter(t.clone())):
         assert _fast.ndarray_of(other) is None, type(other)
+
+
+def _tensor_layouts(torch):
+    """Tensors of every dtype numpy views, in the layouts frameworks hand over."""
+    dtypes = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.float16, torch.float32, torch.float64]  # fmt: skip
+    dtypes += [getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)]
+    for dt in dtypes:
+        base = torch.arange(60).reshape(5, 12).to(dt)
+        yield dt, base  # contiguous
+        yield dt, base.T  # Fortran order (batch-major [N, T].T)
+        yield dt, base[1:4, ::3]  # storage offset and steps
+        yield dt, base[2]  # a row: 1-D, offset
+        yield dt, base[0, :1].expand(4, 3)  # a broadcast view (stride 0)
+        yield dt, base[2, 5]  # 0-d
+        yield dt, base[:0]  # empty
+        yield dt, base.flip(0)[::2]  # no negative strides in torch: a copy, then steps
+
+
+def test_tensor_view_is_the_numpy_view_of_every_dtype_and_layout() -> None:
+    """``ndarray_of`` views a CPU tensor through one DLPack export: the same
+    dtype, shape, strides and memory as ``Tensor.numpy()``, writeable, with
+    the tensor as its base (which keeps the storage alive)."""
+    torch = pytest.importorskip("torch")
+    for dt, t in _tensor_layouts(torch):
+        v, ref = _fast.ndarray_of(t), t.numpy()
+        assert type(v) is np.ndarray and v.base is t, (dt, t.shape)
+        assert (v.dtype, v.shape, v.strides) == (ref.dtype, ref.shape, ref.strides), (dt, t.shape)
+        assert v.size == 0 or v.ctypes.data == ref.ctypes.data, (dt, t.shape)
+        assert v.flags.writeable and v.flags.aligned == ref.flags.aligned
+        np.testing.assert_array_equal(v, ref)
+    # the view outlives the caller's reference: the tensor is its base
+    t = torch.arange(1000.0)
+    v = _fast.ndarray_of(t)
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(v, np.arange(1000.0))
+
+
+def test_tensor_view_declines_what_numpy_does_not_view() -> None:
+    """DLPack has no negative bit, so a tensor with it set (a complex
+    conjugate's ``imag``) is declined as ``Tensor.numpy()`` refuses it, not
+    read with its signs flipped; bfloat16 and sparse tensors too. The public
+    layer then explains in the house format."""
+    torch = pytest.importorskip("torch")
+    neg = torch.tensor([1 + 2j, 3 - 4j]).conj().imag
+    assert neg.is_neg() and _fast.ndarray_of(neg) is None
+    assert _fast.ndarray_of(neg.resolve_neg()).tolist() == [-2.0, 4.0]
+    assert _fast.ndarray_of(torch.ones(3, dtype=torch.bfloat16)) is None
+    assert _fast.ndarray_of(torch.eye(3).to_sparse()) is None
+    rewards = torch.tensor([[1 + 2j, 3 - 4j]] * 4).conj().imag  # [4, 2] float32, negative bit
+    zeros = np.zeros((4, 2), np.float32)
+    with pytest.raises(TypeError, match=r"gae: rewards .* negative bit .* \.resolve_neg\(\)"):
+        fastppo.gae(rewards, zeros, zeros[0], zeros != 0)
 
 
 def test_torch_logits_take_the_fast_path_through_their_numpy_view(monkeypatch) -> None:
