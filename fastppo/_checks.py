@@ -28,8 +28,10 @@ from fastppo._jit import by_size
 from fastppo.kernels import checks as _kc
 
 try:  # the extension alone: _fastpath also configures the sweeps (30 ms more)
-    from fastppo._cy._fast import c_contiguous, float_flags, may_share_memory, ndarray_of
+    from fastppo._cy._fast import as_array as _as_array
+    from fastppo._cy._fast import c_contiguous, float_flags, may_share_memory, set_as_array_rest
     from fastppo._cy._fast import flag_bytes as flag_bytes  # for the statistics
+    from fastppo._cy._fast import ndarray_of as ndarray_of  # for the statistics
     from fastppo._cy._fast import row_readable as row_readable  # for the statistics
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
     raise missing("_fast") from e
@@ -95,13 +97,9 @@ def describe(x: Any) -> str:
     return repr(x) if not hasattr(x, "shape") else f"{type(x).__name__}(shape={tuple(x.shape)})"
 
 
-def as_array(fn: str, name: str, x: Any) -> np.ndarray:
-    """View ``x`` as an ndarray without copying when possible."""
-    if isinstance(x, np.ndarray):
-        return x
-    a = ndarray_of(x)  # a plain CPU torch.Tensor's view, in C
-    if a is not None:
-        return a
+def _as_array_rest(fn: str, name: str, x: Any) -> np.ndarray:
+    """:func:`as_array` of what it does not view in C: a tensor numpy cannot
+    view (explained), DLPack objects, ``__array__`` and buffers."""
     mod = type(x).__module__
     if mod.startswith("torch"):
         # The view first: Tensor.numpy() refuses every tensor it cannot view in
@@ -172,6 +170,13 @@ def as_array(fn: str, name: str, x: Any) -> np.ndarray:
     except Exception as e:
         fail(fn, name, "an array-like", type(x).__name__, exc=TypeError)
         raise AssertionError from e  # pragma: no cover
+
+
+set_as_array_rest(_as_array_rest)
+#: View ``x`` as an ndarray without copying when possible: ndarrays as they
+#: are and plain CPU tensors' views in C (``_fast.as_array``), the rest in
+#: :func:`_as_array_rest`.
+as_array = _as_array
 
 
 def float_array(

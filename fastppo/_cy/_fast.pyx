@@ -969,10 +969,33 @@ cdef object _flag_array_bytes(cnp.ndarray a, bint fortran):
 
 
 def ndarray_of(x):
-    """:func:`_ndarray_of` for the general paths (``_checks.as_array`` and the
-    running statistics' per-step calls). Its type test in C saves about
-    0.15 us a tensor against ``as_array``'s Python tests."""
+    """:func:`_ndarray_of` for the running statistics' per-step calls."""
     return _ndarray_of(x)
+
+
+cdef object _as_array_rest = None  # _checks' views of everything else
+
+
+def set_as_array_rest(rest):
+    """The Python function :func:`as_array` hands what it does not view in C
+    (``_checks._as_array_rest``: DLPack objects, ``__array__``, the errors)."""
+    global _as_array_rest
+    _as_array_rest = rest
+
+
+def as_array(str fn, str name, x):
+    """``_checks.as_array``: an ndarray (subclasses too) as it is, a plain CPU
+    tensor's view (:func:`_ndarray_of`), else ``set_as_array_rest``'s
+    function. In C because every array argument of the general paths passes
+    here: 35 against 85 ns an ndarray, 0.4 against 0.55 us a tensor (znver4)."""
+    if type(x) is cnp.ndarray:
+        return x
+    v = _ndarray_of(x)
+    if v is not None:
+        return v
+    if isinstance(x, cnp.ndarray):
+        return x
+    return _as_array_rest(fn, name, x)
 
 
 cdef inline object _view(object x):
