@@ -22,9 +22,9 @@ Stages (all float32, ``out=`` buffers, validation on):
   Box-Muller stage alone, and the squash's float32 ``tanh32`` + ``unsquash``
   (two logs per action) alone on an L1-resident block;
 * the per-call price of a torch tensor beside an N = 1 ``sample_categorical``
-  on numpy: ``Tensor.numpy()``, fastppo's view (``_fast.ndarray_of``: one
-  DLPack export and a check of the negative bit, which DLPack lacks), and
-  the floor under it, those two torch calls alone.
+  on numpy: ``Tensor.numpy()``, fastppo's view (``_fast.ndarray_of``: one C
+  call of torch's DLPack exchange API and a check of the negative bit, which
+  DLPack lacks), and that check alone (``Tensor.is_neg()``).
 """
 
 from __future__ import annotations
@@ -114,7 +114,6 @@ def _stages() -> dict[str, Callable[[], Any]]:
 
     one = rng.standard_normal((1, 4)).astype(np.float32)
     one_t = torch.from_numpy(one)
-    to_dlpack = torch._C._to_dlpack
     return {
         "copy: np.copyto rewards, values (4 MB read, 4 MB written)": lambda: (
             np.copyto(c1, r),
@@ -142,10 +141,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
         ),
         "torch Tensor.numpy(), [1, 4]": one_t.numpy,
         "fastppo's tensor view (_fast.ndarray_of), [1, 4]": lambda: ndarray_of(one_t),
-        "its torch calls alone: _to_dlpack + is_neg, [1, 4]": lambda: (
-            to_dlpack(one_t),
-            one_t.is_neg(),
-        ),
+        "its one Python-level torch call: is_neg, [1, 4]": one_t.is_neg,
     }
 
 
