@@ -5,8 +5,9 @@ Every public function validates through these helpers, so every error reads
 it is obvious), and every rule raises before any output is written.
 
 Array-likes are taken without copying when dtype and layout allow: numpy
-arrays as they are, torch CPU tensors through a view of their memory (one
-DLPack export, ``_fast.ndarray_of``; ``Tensor.numpy()`` where that declines),
+arrays as they are, torch CPU tensors through a view of their memory (torch's
+DLPack exchange API, ``_fast.ndarray_of``; ``Tensor.numpy()`` where that
+declines),
 objects with ``__dlpack__`` on the CPU through ``np.from_dlpack`` (a view),
 anything else with ``__array__`` or the buffer protocol through ``np.asarray``.
 A tensor on an accelerator is refused: a silent device-to-host copy would hide

@@ -533,7 +533,7 @@ def _tensor_layouts(torch):
 
 
 def test_tensor_view_is_the_numpy_view_of_every_dtype_and_layout() -> None:
-    """``ndarray_of`` views a CPU tensor through one DLPack export: the same
+    """``ndarray_of`` views a CPU tensor through torch's DLPack exchange API: the same
     dtype, shape, strides and memory as ``Tensor.numpy()``, writeable, with
     the tensor as its base (which keeps the storage alive)."""
     torch = pytest.importorskip("torch")
@@ -555,14 +555,19 @@ def test_tensor_view_is_the_numpy_view_of_every_dtype_and_layout() -> None:
 def test_tensor_view_declines_what_numpy_does_not_view() -> None:
     """DLPack has no negative bit, so a tensor with it set (a complex
     conjugate's ``imag``) is declined as ``Tensor.numpy()`` refuses it, not
-    read with its signs flipped; bfloat16 and sparse tensors too. The public
-    layer then explains in the house format."""
+    read with its signs flipped (torch's exchange API exports it as it
+    lies); bfloat16, sparse and meta tensors too. The public layer then
+    explains in the house format."""
     torch = pytest.importorskip("torch")
     neg = torch.tensor([1 + 2j, 3 - 4j]).conj().imag
     assert neg.is_neg() and _fast.ndarray_of(neg) is None
     assert _fast.ndarray_of(neg.resolve_neg()).tolist() == [-2.0, 4.0]
     assert _fast.ndarray_of(torch.ones(3, dtype=torch.bfloat16)) is None
     assert _fast.ndarray_of(torch.eye(3).to_sparse()) is None
+    assert _fast.ndarray_of(torch.empty(3, device="meta")) is None  # the export fails: cleared
+    # a dtype the DLPack view does not take goes to Tensor.numpy(), as before
+    c = torch.ones(2, dtype=torch.complex64)
+    assert _fast.ndarray_of(c).ctypes.data == c.data_ptr()
     rewards = torch.tensor([[1 + 2j, 3 - 4j]] * 4).conj().imag  # [4, 2] float32, negative bit
     zeros = np.zeros((4, 2), np.float32)
     with pytest.raises(TypeError, match=r"gae: rewards .* negative bit .* \.resolve_neg\(\)"):
