@@ -231,7 +231,15 @@ def test_gae_batch_major_equals_time_major_bit_for_bit(mode, dt, T, N, variant):
         for g_, w in zip(got_v, want_v):
             assert g_.flags.f_contiguous
             assert np.ascontiguousarray(g_).tobytes() == w.tobytes()
-    # discounted returns, which need final values where truncated
+    # discounted returns: without truncation (cut steps bootstrap from 0, no
+    # bootstrap tile), then with final values where truncated
+    nk = {k: x for k, x in kw.items() if k == "valid"}
+    want_g = fastppo.discounted_returns(r, lv, te, gamma=0.97, **nk)
+    got_g = fastppo.discounted_returns(
+        _batch_major(r), lv, _batch_major(te), gamma=0.97,
+        **{k: _batch_major(x) for k, x in nk.items()},
+    )  # fmt: skip
+    assert np.ascontiguousarray(got_g).tobytes() == want_g.tobytes()
     kw["final_values"] = fv
     kw.setdefault("truncated", tr)
     bm = {k: _batch_major(x) for k, x in kw.items()}

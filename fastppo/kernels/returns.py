@@ -152,13 +152,16 @@ def discounted_returns_kernel(ro, options, gamma_, block, ret):  # pragma: no co
 def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compiled
     """Discounted returns over the envs ``n0:n1`` of batch-major ``[N, T]`` arrays.
 
-    Pass 1, forwards along runs of a block's rows (vectorised): the
-    bootstrap a cut step uses (0 when terminated, else the final value) into
-    ``ret`` and a byte per step into scratch: bit 0 the sum goes on from
-    ``G_{t+1}`` (not terminated, and not truncated with final values given),
-    bit 1 the row is valid. Pass 2, backwards, on register tiles (or, for
-    envs left over and short rollouts, four envs side by side): ``G_t = r_t +
-    gamma * boot``, 0 on an invalid row -- the time-major sweep's operations.
+    Pass 1, forwards along a block's rows (vectorised): the bootstrap a cut
+    step uses (0 when terminated, else the final value) into ``ret``, and
+    two flags per step: the sum goes on from ``G_{t+1}`` (not terminated,
+    and not truncated with final values given), and the row is valid. For
+    register tiles they are bits of two uint16 step masks per tile's envs
+    (:func:`_returns_prep_bits`), which the tiles read as lane masks; for
+    the chains (envs left over, short rollouts) two bits of a byte per
+    step. Pass 2, backwards, on register tiles (or four envs side by side):
+    ``G_t = r_t + gamma * boot``, 0 on an invalid row -- the time-major
+    sweep's operations.
 
     Where the rows alias (:func:`~fastppo.kernels.gae.rows_alias`), the
     tiles are narrow (:data:`~fastppo.kernels.tiles.NARROW` envs).
@@ -170,7 +173,9 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     L = lanes(rewards)
     W = block_rows(rewards, 2**62, T)
     narrow = rows_alias(rewards, 2048)
-    m = np.empty((W, T), np.uint8)  # the step bytes
+    w = NARROW if narrow else L  # a tile's envs
+    m = np.empty((W, T), np.uint8)  # the chains' step bytes
+    bits = np.empty((L // NARROW, 2, T), np.uint16)  # the tiles' step masks
     carry = np.empty(W, dtype=rewards.dtype)
     # byte masks, so pass 1 is uint8 arithmetic that vectorises (bool
     # selects on the flags kept it scalar: 6x slower)
@@ -180,6 +185,15 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
     k0 = n0
     while k0 < n1:
         k1 = k0 + block_rows(rewards, n1 - k0, T)
+        if tiled(rewards, T) and k1 - k0 == L:
+            for s in range(k0, k1, w):
+                _returns_prep_bits(
+                    terminated, truncated, final_values, valid, final_mask, all_valid, s, w,
+                    ret, bits[(s - k0) // w], boot,
+                )  # fmt: skip
+            _returns_tiles(rewards, last_values, bits, gamma, k0, k1, T, carry, ret, boot, narrow)
+            k0 = k1
+            continue
         # runs of the block's rows
         step = run_rows(T)
         for a in range(k0, k1, step):
@@ -190,11 +204,45 @@ def returns_rows(ro, options, gamma, n0, n1, ret):  # pragma: no cover - compile
                 flat(valid)[s0:s1], final_mask, all_valid, s1 - s0, g,
                 flat(m)[s0 - k0 * T : s1 - k0 * T], boot,
             )  # fmt: skip
-        if tiled(rewards, T) and k1 - k0 == L:
-            _returns_tiles(rewards, last_values, m, gamma, k0, k1, T, carry, ret, boot, narrow)
-        else:
-            _returns_chains(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1], boot)
+        _returns_chains(rewards[k0:k1], last_values[k0:k1], m, gamma, ret[k0:k1], boot)
         k0 = k1
+
+
+@subroutine
+def _returns_prep_bits(te, tr, fv, ok, fmask, valid1, k, w, g, bits, boot):  # pragma: no cover
+    """Pass 1 of :func:`returns_rows` for a register tile's envs ``k .. k + w``
+    (rows of the ``[N, T]`` arrays): as :func:`_returns_prep`, with the two
+    flags of env ``k + j`` as bit ``j`` of ``bits[0, t]`` (continues) and
+    ``bits[1, t]`` (valid). Each row ORs its bit in, one loop per flag
+    (uint16 arithmetic along the row, vectorised; one loop of all of them,
+    the options as selects, took 6x as long); ``cut`` is ``te | (tr &
+    fmask)`` as there, ``fmask`` 0 or 0xFF."""
+    T = te.shape[1]
+    zero = g.dtype.type(0)
+    none = np.uint16(0)
+    go, valid = bits[0], bits[1]
+    every = none if valid1 == 0 else np.uint16(0xFFFF)  # no valid mask: all set
+    for t in range(T):
+        go[t] = none
+        valid[t] = every
+    for j in range(w):
+        n = k + j
+        bit = np.uint16(1 << j)
+        te_n, tr_n = te[n], tr[n]
+        if boot:
+            fv_n, g_n = fv[n], g[n]
+            for t in range(T):
+                g_n[t] = zero if te_n[t] != 0 else fv_n[t]
+        if fmask != 0:
+            for t in range(T):
+                go[t] |= bit if (te_n[t] | tr_n[t]) == 0 else none
+        else:
+            for t in range(T):
+                go[t] |= bit if te_n[t] == 0 else none
+        if valid1 == 0:
+            ok_n = ok[n]
+            for t in range(T):
+                valid[t] |= bit if ok_n[t] != 0 else none
 
 
 @subroutine
@@ -228,33 +276,46 @@ def _returns_chain(r, mn, gamma, t_end, c, g, boot):  # pragma: no cover - compi
 
 @linked
 def _returns_tiles(  # pragma: no cover - compiled
-    rewards, last, m, gamma, k0, k1, T, carry, ret, boot, narrow
+    rewards, last, bits, gamma, k0, k1, T, carry, ret, boot, narrow
 ):
     """Pass 2 of :func:`returns_rows` for envs ``k0:k1``, steps ``0:T`` (whole
-    tiles; ``m`` rows from 0): tiles backwards from the last step, then the
-    first ``T % w`` steps one env at a time from its carry. ``w`` is the
-    block's ``L`` envs, or :data:`~fastppo.kernels.tiles.NARROW` where the
-    rows alias (:func:`~fastppo.kernels.gae.rows_alias`). Without ``boot``
-    the tiles read no bootstraps (``ret`` holds none): 17-30% of a
-    [2048-2000, 256] call."""
+    tiles; ``bits[g]`` the step masks of tile ``g``'s envs): tiles backwards
+    from the last step, then the first ``T % w`` steps one env at a time
+    from its carry. ``w`` is the block's ``L`` envs, or
+    :data:`~fastppo.kernels.tiles.NARROW` where the rows alias
+    (:func:`~fastppo.kernels.gae.rows_alias`). Without ``boot`` the tiles
+    read no bootstraps (``ret`` holds none): 17-30% of a [2048-2000, 256]
+    call."""
     w = NARROW if narrow else lanes(ret)
     head = T % w
     for s in range(0, k1 - k0, w):
         c = carry[s : s + w]
+        b = bits[s // w]
         for j in range(w):
             c[j] = last[k0 + s + j]
         for t0 in range(T - w, head - 1, -w):
             if narrow and boot:
-                returns_tile_narrow(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+                returns_tile_narrow(rewards, ret, b, k0 + s, t0, gamma, c)
             elif narrow:
-                returns_tile_cut0_narrow(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+                returns_tile_cut0_narrow(rewards, ret, b, k0 + s, t0, gamma, c)
             elif boot:
-                returns_tile(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+                returns_tile(rewards, ret, b, k0 + s, t0, gamma, c)
             else:
-                returns_tile_cut0(rewards, ret, m, k0 + s, t0, s, t0, gamma, c)
+                returns_tile_cut0(rewards, ret, b, k0 + s, t0, gamma, c)
         for j in range(w):
             n = k0 + s + j
-            _returns_chain(rewards[n], m[s + j], gamma, head, c[j], ret[n], boot)
+            _returns_chain_bits(rewards[n], b, j, gamma, head, c[j], ret[n], boot)
+
+
+@inline
+def _returns_chain_bits(r, bits, j, gamma, t_end, c, g, boot):  # pragma: no cover - compiled
+    """:func:`_returns_chain` with the flags as bit ``j`` of the step masks
+    ``bits`` (:func:`_returns_prep_bits`)."""
+    zero = r.dtype.type(0)
+    for t in range(t_end - 1, -1, -1):
+        x = r[t] + gamma * (c if (bits[0, t] >> j) & 1 else (g[t] if boot else zero))
+        c = x if (bits[1, t] >> j) & 1 else zero
+        g[t] = c
 
 
 @linked
