@@ -669,8 +669,8 @@ cdef inline bint _positive(object x) noexcept:
     return <double>x > 0.0
 
 
-# DLPack's C ABI (dlpack.h, the unversioned "dltensor" capsule): torch's
-# cheapest export of a tensor's pointer, shape, strides and dtype.
+# DLPack's C ABI (dlpack.h): the DLTensor a producer fills, and the table of
+# the exchange API (DLPack 1.2) that hands one over without a capsule.
 cdef extern from *:
     """
     typedef struct { int32_t device_type; int32_t device_id; } fastppo_DLDevice;
@@ -770,7 +770,7 @@ cdef object _dlpack_view(object x):
     cdef DLTensor t
     cdef cnp.npy_intp dims[64]
     cdef cnp.npy_intp steps[64]
-    cdef cnp.npy_intp size
+    cdef cnp.npy_intp item, size
     cdef int typenum, k, nd
     if _is_neg(x):
         return None
@@ -781,11 +781,11 @@ cdef object _dlpack_view(object x):
     nd = t.ndim
     if t.device.device_type != _DL_CPU or typenum < 0 or not 0 <= nd <= 64:
         return None
-    size = t.dtype.bits // 8
+    item = size = t.dtype.bits // 8
     for k in range(nd - 1, -1, -1):
         dims[k] = <cnp.npy_intp>t.shape[k]
         if t.strides != NULL:
-            steps[k] = <cnp.npy_intp>t.strides[k] * (t.dtype.bits // 8)
+            steps[k] = <cnp.npy_intp>t.strides[k] * item
         else:  # compact, row-major (allowed before DLPack 1.2)
             steps[k] = size
             size *= dims[k]
