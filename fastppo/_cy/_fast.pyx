@@ -10,10 +10,10 @@ native-order numpy arrays of matching dtypes (or, for the sweeps, all
 Fortran-ordered: batch-major ``[N, T]`` rollouts passed transposed, which the
 entries hand to the batch-major kernels), bool/uint8 flags, float
 hyperparameters; plain torch CPU tensors too, through numpy views made with
-torch's DLPack exchange API (:func:`_dlpack_view`) -- is recognised with a few C-level reads of each array
-header, the memory ranges of outputs and inputs are compared in C, and the
-serial kernel is entered through its C entry point
-(:mod:`fastppo.kernels.cabi`) with the GIL released. The sweeps also make,
+torch's DLPack exchange API (:func:`_dlpack_view`) -- is recognised with a
+few C-level reads of each array header, the memory ranges of outputs and
+inputs are compared in C, and the serial kernel is entered through its C
+entry point (:mod:`fastppo.kernels.cabi`) with the GIL released. The sweeps also make,
 in C, the conversions the general path would make of a small problem:
 strided or unaligned views (and Fortran-ordered arrays of a time-major
 call) are copied in C order, float 0/1 flags become uint8; the bounds of the caller's
@@ -429,8 +429,10 @@ cdef extern from *:
     FASTPPO_TRANSPOSE(fastppo_transpose_f32, float, 16, fastppo_tile_f32)
     FASTPPO_TRANSPOSE(fastppo_transpose_f64, double, 8, fastppo_tile_f64)
     #else
-    static int fastppo_transpose_f32(const float* y, ptrdiff_t ld, ptrdiff_t rows, ptrdiff_t cols, float* d) { return 0; }
-    static int fastppo_transpose_f64(const double* y, ptrdiff_t ld, ptrdiff_t rows, ptrdiff_t cols, double* d) { return 0; }
+    static int fastppo_transpose_f32(const float* y, ptrdiff_t ld, ptrdiff_t rows,
+                                     ptrdiff_t cols, float* d) { return 0; }
+    static int fastppo_transpose_f64(const double* y, ptrdiff_t ld, ptrdiff_t rows,
+                                     ptrdiff_t cols, double* d) { return 0; }
     #endif
     """
     int fastppo_transpose_f32(const float* y, Py_ssize_t ld, Py_ssize_t rows,
