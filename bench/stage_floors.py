@@ -65,7 +65,9 @@ def _normals_stage(n: int, a_dim: int, w: np.ndarray, z: np.ndarray) -> None:
         chunk_normals((1, 0, 2, 0, 0), i0, min(CHUNK, n - i0), (a_dim + 1) // 2, w, z)
 
 
-@numba.njit(cache=True, error_model="numpy")
+# not cached: Numba keys a cache by this file alone, and this stage's cost
+# lives in kernels.squash and kernels.rng
+@numba.njit(error_model="numpy")
 def _squash_stage(a: np.ndarray, u: np.ndarray, ld: np.ndarray, reps: int) -> None:
     """``reps`` passes of ``tanh32`` then ``unsquash`` over an L1-sized block."""
     for _ in range(reps):

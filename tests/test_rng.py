@@ -181,3 +181,54 @@ def test_box_muller32_accuracy_and_range() -> None:
         assert np.max(np.abs(z - ref)[big] / np.abs(ref[big])) < 4e-7
     assert np.max(np.hypot(z0, z1)) <= np.sqrt(64 * np.log(2)) * (1 + 1e-6)
     assert z0[2] == 0 and z1[2] == 0
+
+
+def test_log32_fma_is_fused_and_within_one_ulp() -> None:
+    """The squash's log (fused multiply-adds): within 1 ulp over the arguments
+    ``unsquash`` gives it (``1 + x``, ``1 - x`` for float32 ``x`` in ``[0, 1)``) and
+    over ``[2**-32, 1]``; its roundings differ from log32's (no numpy twin)."""
+    from fastppo._jit import kernel
+    from fastppo.kernels.fastmath import fma32
+
+    @kernel("void(f4_1, f4_1w, f4_1w)")
+    def run(x, fused, plain):  # pragma: no cover - compiled
+        for i in range(x.shape[0]):
+            fused[i] = krng.log32_fma(x[i])
+            plain[i] = krng.log32(x[i])
+
+    g = np.random.default_rng(3)
+    a = g.random(1_000_000).astype(np.float32)
+    edge = np.float32([0.0, 0.5, np.nextafter(1, 0)])
+    x = np.concatenate([1 + a, 1 - a, 1 + edge, 1 - edge, g.random(200_000).astype(np.float32)])
+    x = x[x >= 2.0**-32]
+    fused, plain = np.empty_like(x), np.empty_like(x)
+    run(x, fused, plain)
+    ref = np.log(x.astype(np.float64))
+    nz = ref != 0
+    ulp = np.spacing(np.abs(ref[nz]).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(fused[nz] - ref[nz]) / ulp) <= 1.0
+    assert np.all(fused[~nz] == 0)
+    assert np.any(fused != plain)  # rounded once per multiply-add, not twice
+
+    @kernel("void(f4_1, f4_1w)")
+    def one(v, out):  # pragma: no cover - compiled
+        out[0] = fma32(v[0], v[1], v[2])
+
+    out = np.empty(1, np.float32)
+    e = np.float32(2.0**-13)
+    # (1 + e)(1 - e) - 1 = -e^2 exactly: rounding the product first gives 0
+    one(np.float32([1 + e, 1 - e, -1]), out)
+    assert out[0] == -(e * e)
+
+
+def test_fma32_refuses_float64_arguments() -> None:
+    import numba
+
+    from fastppo.kernels.fastmath import fma32
+
+    @numba.njit
+    def f(a, b, c):  # pragma: no cover - compiled
+        return fma32(a, b, c)
+
+    with pytest.raises(numba.core.errors.TypingError):
+        f(1.0, 2.0, 3.0)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel
+from fastppo.kernels.fastmath import fma32
 
 # Multipliers and Weyl key increments of Philox4x32 (Salmon et al. 2011, Table 2).
 _M0 = np.uint64(0xD2511F53)
@@ -223,13 +224,9 @@ def normal_words(wr, wa):  # pragma: no cover - compiled
 
 
 @inline
-def log32(x):  # pragma: no cover - compiled
-    """float32 natural log of a normal float32 ``x > 0``, branch-free (Cephes ``logf``).
-
-    ``x = m 2**e`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` from the bits,
-    ``f = m - 1`` (exact), ``log x = (f - f^2/2 + f^3 P(f) + e lo) + e hi``
-    with ``ln 2 = hi + lo``. Within 1 ulp on ``[2**-32, 1]``.
-    """
+def _log32_reduce(x):  # pragma: no cover - compiled
+    """``(f, e)`` with ``x = (1 + f) 2**e``, ``1 + f`` in ``[sqrt(1/2), sqrt(2))``
+    from the bits (``f`` exact), ``e`` a float32: :func:`log32`'s range reduction."""
     b = np.float32(x).view(np.int32)
     # the biased exponent as a float32 (small integers: exact), so the int
     # to float conversion is the 32-bit one AVX2 has
@@ -238,7 +235,20 @@ def log32(x):  # pragma: no cover - compiled
     big = m > _SQRT2_F
     m = m * _HALF_F if big else m
     fe = fe + _ONE_F if big else fe
-    f = m - _ONE_F
+    return m - _ONE_F, fe
+
+
+@inline
+def log32(x):  # pragma: no cover - compiled
+    """float32 natural log of a normal float32 ``x > 0``, branch-free (Cephes ``logf``).
+
+    ``x = m 2**e`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` from the bits,
+    ``f = m - 1`` (exact), ``log x = (f - f^2/2 + f^3 P(f) + e lo) + e hi``
+    with ``ln 2 = hi + lo``. Within 1 ulp on ``[2**-32, 1]``. Plain IEEE
+    operations, so :mod:`fastppo.reference.rng` reproduces it (and the
+    normals) bit for bit.
+    """
+    f, fe = _log32_reduce(x)
     z = f * f
     y = _LP0 * f + _LP1
     y = y * f + _LP2
@@ -252,6 +262,31 @@ def log32(x):  # pragma: no cover - compiled
     y = y + fe * _LN2_LO_F
     y = y - _HALF_F * z
     return (f + y) + fe * _LN2_HI_F
+
+
+@inline
+def log32_fma(x):  # pragma: no cover - compiled
+    """:func:`log32` with its multiply-adds fused (:func:`fastppo.kernels.fastmath.fma32`).
+
+    Eleven fused operations replace 22 (0.35 against 0.46 ns an element, 16
+    lanes, znver4) and each rounds once, so it is at least as accurate; but
+    numpy has no fused multiply-add to reproduce it, so only results that
+    are checked against a bound, not a twin, use it (the squash's log-det).
+    """
+    f, fe = _log32_reduce(x)
+    z = f * f
+    y = fma32(_LP0, f, _LP1)
+    y = fma32(y, f, _LP2)
+    y = fma32(y, f, _LP3)
+    y = fma32(y, f, _LP4)
+    y = fma32(y, f, _LP5)
+    y = fma32(y, f, _LP6)
+    y = fma32(y, f, _LP7)
+    y = fma32(y, f, _LP8)
+    y = y * f * z
+    y = fma32(fe, _LN2_LO_F, y)
+    y = fma32(-_HALF_F, z, y)
+    return fma32(fe, _LN2_HI_F, f + y)
 
 
 @inline
