@@ -290,6 +290,38 @@ def _gaussian_group(n: int, a: int, torch: Any) -> Group:
     )
 
 
+def _squash_group(n: int, a: int) -> Group:
+    """``sample_gaussian`` squashed beside the same draw unsquashed (issue 12:
+    at most 1.5x). The squashed action is ``tanh32`` of the plain one, bit for
+    bit (``reference.fastmath.tanh32``), which the check holds."""
+    import fastppo
+    from fastppo.reference.fastmath import tanh32
+
+    g = np.random.default_rng(2)
+    mean = g.standard_normal((n, a)).astype(np.float32)
+    log_std = (g.standard_normal(a) * 0.2 - 0.5).astype(np.float32)
+    outs = {k: (np.empty((n, a), np.float32), np.empty(n, np.float32)) for k in (0, 1)}
+
+    def draw(squash: bool) -> Any:
+        return lambda: fastppo.sample_gaussian(
+            mean, log_std, seed=0, counter=1, squash=squash, out=outs[squash]
+        )
+
+    def check(res: dict[str, Any]) -> None:
+        (plain, _), (sq, lp) = res["squash=False"], res["squash=True"]
+        np.testing.assert_array_equal(sq, tanh32(plain))
+        assert np.all(np.isfinite(lp))
+
+    return Group(
+        name=f"sample_gaussian [{n}x{a}] float32: squash beside the plain call",
+        baseline="squash=False",
+        impls={"squash=False": draw(False), "squash=True": draw(True)},
+        check=check,
+        target="squash=True time <= 1.5x squash=False (ratio >= 0.67)",
+        bytes_moved=mean.nbytes + n * a * 4 + n * 4,
+    )
+
+
 def numpy_gaussian_logp(
     mean: np.ndarray, log_std: np.ndarray, act: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -416,7 +448,7 @@ def _bytes_group(n: int, a: int) -> Group:
 
 def groups(quick: bool, full: bool = False) -> list[Group]:
     """The sampling groups: [4096x18] categorical, [1x4] per call, [4096x(6,6,6)]
-    multi-discrete, [4096x6] Gaussian, bytes,
+    multi-discrete, [4096x6] Gaussian (and squashed beside plain), bytes,
     and the log-prob + entropy of stored actions (categorical [4096x18], Gaussian [4096x6]).
 
     ``full`` adds a small [256x6] and a large [16384x18] categorical.
@@ -429,6 +461,7 @@ def groups(quick: bool, full: bool = False) -> list[Group]:
     out.append(_categorical_group(1, 4, torch, per_call=True))
     out.append(_multi_group(4096, (6, 6, 6), torch))
     out.append(_gaussian_group(4096, 6, torch))
+    out.append(_squash_group(4096, 6))
     out.append(_bytes_group(4096, 18))
     out.append(_logp_group(4096, 18, torch, categorical=True))
     out.append(_logp_group(4096, 6, torch, categorical=False))
