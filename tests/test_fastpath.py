@@ -670,6 +670,91 @@ def test_torch_sweep_inputs_take_the_fast_path_through_their_numpy_views(
         np.testing.assert_array_equal(g, w)
 
 
+def _tensor_forms(torch, a: np.ndarray) -> dict[str, object]:
+    """The tensor layouts a framework hands over, each holding ``a``'s values."""
+    t = torch.from_numpy
+    if a.ndim == 1:  # a strided view past the storage start
+        wide = np.zeros(2 * a.shape[0] + 1, a.dtype)
+        wide[1::2] = a
+        strided = t(wide)[1::2]
+    else:
+        wide = np.zeros((a.shape[0] + 1, 2 * a.shape[1] + 1), a.dtype)
+        wide[1:, 1::2] = a
+        strided = t(wide)[1:, 1::2]
+    forms: dict[str, object] = {
+        "C order": t(a.copy()),
+        "offset and steps": strided,
+        "needs a gradient": t(a.copy()).requires_grad_(a.dtype.kind == "f"),
+    }
+    if a.ndim == 2:
+        forms["Fortran order"] = t(np.asfortranarray(a))
+        forms["Fortran order, offset"] = t(np.asfortranarray(wide))[1:, 1::2]
+    return forms
+
+
+@pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(9, 4), (7, 1), (6,)])
+def test_sweeps_read_tensors_of_every_layout(sweep, dt, shape, monkeypatch) -> None:
+    """The sweeps' fast path reads each tensor's DLPack description (no ndarray
+    made): every layout, alone or mixed with ndarrays, gives the numpy call's
+    bits; Fortran-ordered tensors run batch-major where every 2-D input is;
+    strided ones are copied in the sweep's order; float flags converted."""
+    torch = pytest.importorskip("torch")
+    taken = _spy_on_fast(monkeypatch, sweep)
+    rng = np.random.default_rng(11)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, shape[0], shape[-1], dt, len(shape) == 1)
+    if len(shape) == 1:
+        lv = lv.reshape(())  # a 0-D last value for a 1-D rollout
+
+    def call(f, g=None):
+        g = g or f
+        if sweep == "gae":
+            return fastppo.gae(f(r), f(v), g(lv), g(te), f(tr), valid=g(valid))
+        if sweep == "vtrace":
+            return fastppo.vtrace(f(blp), g(tlp), f(r), g(v), f(lv), g(te), gamma=0.9)
+        return fastppo.discounted_returns(f(r), g(lv), f(te), g(tr), final_values=f(fv))
+
+    want = call(lambda a: a)
+    for name in _tensor_forms(torch, r):
+
+        def form(a, name=name):
+            if a.ndim < len(shape) or (a.ndim == 1 and name.startswith("Fortran")):
+                return torch.from_numpy(a.copy())
+            return _tensor_forms(torch, a)[name]
+
+        for mixed in (False, True):
+            taken.clear()
+            got = call(form, (lambda a: a) if mixed else None)
+            # Fortran beside C-ordered arrays is no batch-major call: the
+            # general path copies it to time-major, as it does ndarrays
+            assert taken[0] or (mixed and name.startswith("Fortran")), (name, mixed)
+            for gv, wv in zip(_tup(got), _tup(want)):
+                assert gv.dtype == wv.dtype and gv.shape == wv.shape, (name, mixed)
+                np.testing.assert_array_equal(gv, wv, err_msg=f"{name} mixed={mixed}")
+    # float 0/1 flags in tensors of both layouts
+    for layout in (np.ascontiguousarray, np.asfortranarray):
+        taken.clear()
+        got = call(lambda a, o=layout: torch.from_numpy(o(a.astype(dt) if a.dtype == bool else a)))
+        assert taken == [True]
+        for gv, wv in zip(_tup(got), _tup(want)):
+            np.testing.assert_array_equal(gv, wv)
+
+
+def test_sweep_outputs_over_an_input_tensor_are_refused() -> None:
+    """An ``out=`` buffer over a tensor input's memory is refused before anything is
+    written: the fast path records tensors' spans as it does ndarrays'."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    r, v, fv, te, tr, lv, blp, tlp, valid = _case(rng, 6, 3, np.float32)
+    tv = torch.from_numpy(v.copy())
+    over = _fast.ndarray_of(tv)
+    before = over.copy()
+    with pytest.raises(ValueError, match="gae: out"):
+        fastppo.gae(r, tv, lv, te, out=(over, np.empty_like(r)))
+    np.testing.assert_array_equal(over, before)
+
+
 @pytest.mark.parametrize("sweep", ["gae", "vtrace", "discounted_returns"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_float_flags_take_the_fast_path_as_uint8(sweep, dtype, monkeypatch) -> None:

@@ -757,41 +757,56 @@ cdef inline int _dl_typenum(DLDataType t) noexcept:
     return _DL_TYPES[t.code][w] if t.code <= _DL_FLOAT else -1
 
 
-cdef object _dlpack_view(object x):
-    """The numpy view of a CPU ``torch.Tensor`` ``x``, with ``x`` as its base (as
-    ``Tensor.numpy()`` makes it), else None.
+cdef int _dl_read(object x, DLTensor* t) except -2:
+    """Fill ``t`` for a CPU ``torch.Tensor`` ``x`` numpy can read as it lies and
+    return its numpy type number, else -1 (declined; the general path
+    explains).
 
-    One C call of torch's DLPack exchange API fills a DLTensor (pointer,
+    One C call of torch's DLPack exchange API fills the DLTensor (pointer,
     shape, strides, dtype, device) on the stack, with no allocation and no
-    Python arguments to parse: 0.15-0.2 us a view with the numpy array made
-    around it, against 0.7 for ``Tensor.numpy()`` (znver4).
-    DLPack has no negative bit: a tensor with it set (``z.conj().imag``)
-    would be read with its values' signs flipped, so it is declined, as
-    ``numpy()`` refuses it. A tensor that needs a gradient is viewed as its
-    detached view, which is what the general path takes."""
-    cdef DLTensor t
-    cdef cnp.npy_intp dims[64]
-    cdef cnp.npy_intp steps[64]
-    cdef cnp.npy_intp item, size
-    cdef int typenum, k, nd
+    Python arguments to parse (47 ns, znver4). DLPack has no negative bit: a
+    tensor with it set (``z.conj().imag``) would be read with its values'
+    signs flipped, so it is declined, as ``numpy()`` refuses it (``is_neg``,
+    65 ns, is the one Python-level call). A tensor that needs a gradient is
+    read as its detached view, which is what the general path takes."""
+    cdef int typenum
     if _is_neg(x):
-        return None
-    if _dlpack_api.dltensor_from_py_object_no_sync(<void*>x, &t) != 0:
+        return -1
+    if _dlpack_api.dltensor_from_py_object_no_sync(<void*>x, t) != 0:
         PyErr_Clear()  # the general path explains
-        return None
+        return -1
     typenum = _dl_typenum(t.dtype)
-    nd = t.ndim
-    if t.device.device_type != _DL_CPU or typenum < 0 or not 0 <= nd <= 64:
-        return None
-    item = size = t.dtype.bits // 8
-    for k in range(nd - 1, -1, -1):
+    if t.device.device_type != _DL_CPU or typenum < 0 or not 0 <= t.ndim <= 64:
+        return -1
+    return typenum
+
+
+cdef inline void _dl_steps(DLTensor* t, cnp.npy_intp* dims, cnp.npy_intp* steps) noexcept:
+    """``t``'s shape and byte steps (a compact row-major tensor has no strides
+    before DLPack 1.2)."""
+    cdef cnp.npy_intp item = t.dtype.bits // 8, size = item
+    cdef int k
+    for k in range(t.ndim - 1, -1, -1):
         dims[k] = <cnp.npy_intp>t.shape[k]
         if t.strides != NULL:
             steps[k] = <cnp.npy_intp>t.strides[k] * item
-        else:  # compact, row-major (allowed before DLPack 1.2)
+        else:
             steps[k] = size
             size *= dims[k]
-    a = _view_of(typenum, nd, dims, steps, <char*>t.data + t.byte_offset)
+
+
+cdef object _dlpack_view(object x):
+    """The numpy view of a CPU ``torch.Tensor`` ``x``, with ``x`` as its base (as
+    ``Tensor.numpy()`` makes it), else None (:func:`_dl_read` says which).
+    0.15-0.2 us a view, against 0.7 for ``Tensor.numpy()`` (znver4)."""
+    cdef DLTensor t
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp steps[64]
+    cdef int typenum = _dl_read(x, &t)
+    if typenum < 0:
+        return None
+    _dl_steps(&t, dims, steps)
+    a = _view_of(typenum, t.ndim, dims, steps, <char*>t.data + t.byte_offset)
     cnp.set_array_base(a, x)  # the tensor keeps its storage alive
     return a
 
@@ -812,18 +827,11 @@ cdef const DLPackExchangeAPI* _exchange_api(object tensor_type) noexcept:
     return api
 
 
-cdef object _ndarray_of(object x):
-    """``x`` for an ndarray, the numpy view of a plain ``torch.Tensor`` (what the
-    general path's ``as_array`` takes first), else None (declined).
-
-    torch is looked up, never imported: a process without it pays one dict
-    lookup per non-ndarray argument. A tensor that needs a gradient is taken
-    as its detached view, as the general path takes it; one numpy cannot view
-    at all (off the CPU, bfloat16) goes to the general path, which explains.
-    """
+cdef object _torch_tensor_type():
+    """``torch.Tensor`` once torch is imported, else None. torch is looked up,
+    never imported: a process without it pays one dict lookup per
+    non-ndarray argument."""
     global _tensor_type, _dlpack_api, _is_neg
-    if type(x) is cnp.ndarray:
-        return x
     if _tensor_type is None:
         torch = sys.modules.get("torch")
         if torch is None:
@@ -832,7 +840,21 @@ cdef object _ndarray_of(object x):
         if _is_neg is not None:
             _dlpack_api = _exchange_api(torch.Tensor)
         _tensor_type = torch.Tensor
-    if type(x) is not _tensor_type:
+    return _tensor_type
+
+
+cdef object _ndarray_of(object x):
+    """``x`` for an ndarray, the numpy view of a plain ``torch.Tensor`` (what the
+    general path's ``as_array`` takes first), else None (declined).
+
+    torch is looked up, never imported (:func:`_torch_tensor_type`). A
+    tensor that needs a gradient is taken
+    as its detached view, as the general path takes it; one numpy cannot view
+    at all (off the CPU, bfloat16) goes to the general path, which explains.
+    """
+    if type(x) is cnp.ndarray:
+        return x
+    if _torch_tensor_type() is None or type(x) is not _tensor_type:
         return None
     if _dlpack_api != NULL:
         try:
@@ -1004,26 +1026,132 @@ def as_array(str fn, str name, x):
     return _as_array_rest(fn, name, x)
 
 
-cdef inline object _view(object x):
-    """``x``, or the numpy view :func:`_ndarray_of` gives a plain ``torch.Tensor``
-    (the sweeps' arrays: a torch caller's small sweep runs here, not through
-    the public layer's retry). Anything else is returned as it is, for the
-    recognisers to decline."""
-    if type(x) is cnp.ndarray or x is None:
-        return x
-    v = _ndarray_of(x)
-    return x if v is None else v
+cdef struct Arr:
+    # What a sweep's recogniser reads of one input: an ndarray's fields, or a
+    # torch tensor's DLTensor with no ndarray made around it (45 ns a tensor
+    # made and freed, on [8x4] calls of 1.4-2.4 us)
+    char* data
+    int type
+    cnp.npy_intp item
+    int nd
+    cnp.npy_intp dims[2]
+    cnp.npy_intp steps[2]
+    int flags           # numpy's C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, NOTSWAPPED bits
+
+
+cdef int _ARR_FLAGS = (cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_F_CONTIGUOUS
+                       | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED)
+
+
+cdef inline bint _arr_of_ndarray(cnp.ndarray a, Arr* A) noexcept:
+    """Fill ``A`` from a 0-D, 1-D or 2-D ndarray; False for more dimensions."""
+    cdef int i, nd = cnp.PyArray_NDIM(a)
+    if nd > 2:
+        return False
+    A.data = <char*>cnp.PyArray_DATA(a)
+    A.type = cnp.PyArray_TYPE(a)
+    A.item = cnp.PyArray_ITEMSIZE(a)
+    A.nd = nd
+    for i in range(nd):
+        A.dims[i] = cnp.PyArray_DIM(a, i)
+        A.steps[i] = cnp.PyArray_STRIDE(a, i)
+    # (NOTSWAPPED is a requirement bit numpy never stores in an array's flags)
+    A.flags = cnp.PyArray_FLAGS(a) & _ARR_FLAGS
+    if cnp.PyArray_ISNOTSWAPPED(a):
+        A.flags |= cnp.NPY_ARRAY_NOTSWAPPED
+    return True
+
+
+cdef bint _contiguous(int nd, cnp.npy_intp* dims, cnp.npy_intp* steps, cnp.npy_intp item,
+                      bint fortran) noexcept:
+    """numpy's contiguity rule: the steps of every axis longer than 1 are those
+    of a compact array, in C (last axis fastest) or Fortran order."""
+    cdef cnp.npy_intp want = item
+    cdef int k, i
+    for k in range(nd):
+        i = k if fortran else nd - 1 - k
+        if dims[i] == 0:
+            return True
+        if dims[i] != 1:
+            if steps[i] != want:
+                return False
+            want *= dims[i]
+    return True
+
+
+cdef int _arr_of_tensor(object x, Arr* A) noexcept:
+    """Fill ``A`` from a CPU ``torch.Tensor`` of at most two dimensions
+    (:func:`_dl_read`) and return 1, else 0 (declined: the general path
+    explains)."""
+    cdef DLTensor t
+    cdef int typenum
+    try:
+        typenum = _dl_read(x, &t)
+    except Exception:
+        return 0  # is_neg refused: the general path explains
+    if typenum < 0 or t.ndim > 2:
+        return 0
+    _dl_steps(&t, A.dims, A.steps)
+    A.data = <char*>t.data + t.byte_offset
+    A.type = typenum
+    A.item = t.dtype.bits // 8
+    A.nd = t.ndim
+    A.flags = cnp.NPY_ARRAY_NOTSWAPPED
+    if <uintptr_t>A.data % <uintptr_t>A.item == 0:
+        A.flags |= cnp.NPY_ARRAY_ALIGNED
+    if _contiguous(A.nd, A.dims, A.steps, A.item, False):
+        A.flags |= cnp.NPY_ARRAY_C_CONTIGUOUS
+    if _contiguous(A.nd, A.dims, A.steps, A.item, True):
+        A.flags |= cnp.NPY_ARRAY_F_CONTIGUOUS
+    return 1
+
+
+cdef inline Span _arr_span(Arr* A) noexcept:
+    """:func:`_span` of ``A``."""
+    cdef Span s
+    cdef int i
+    cdef cnp.npy_intp step
+    s.lo = A.data
+    s.hi = s.lo
+    for i in range(A.nd):
+        if A.dims[i] == 0:
+            return s
+    s.hi += A.item
+    for i in range(A.nd):
+        step = (A.dims[i] - 1) * A.steps[i]
+        if step < 0:
+            s.lo += step
+        else:
+            s.hi += step
+    return s
+
+
+cdef inline bint _arr_shape_is(Arr* A, int nd, cnp.npy_intp* dims) noexcept:
+    cdef int i
+    if A.nd != nd:
+        return False
+    for i in range(nd):
+        if A.dims[i] != dims[i]:
+            return False
+    return True
 
 
 cdef class _Batch:
-    """The recognised inputs of one sweep call (arrays, pointers, spans)."""
-    cdef cnp.ndarray r
+    """The recognised inputs of one sweep call (pointers, spans, and the
+    rewards' dtype and shape). Each input is an ndarray or a plain CPU
+    ``torch.Tensor``, read through an :c:type:`Arr`; an ndarray is made
+    (a tensor's view, a copy in the sweep's order, converted float flags)
+    only where a copy or conversion needs one."""
     cdef int kind
     cdef bint large                 # at or above the kind's limit: maybe threaded
     cdef int d                      # 0 float32, 1 float64
+    cdef int rtype                  # rewards' numpy type number
+    cdef int nd                     # rewards' dimensions (1 or 2)
+    cdef cnp.npy_intp dims[2]       # and shape
     cdef int order                  # every array's contiguity flag: C, or F (batch-major)
     cdef int64_t T, N
     cdef int64_t options
+    cdef void* r
     cdef void* lv
     cdef double lv64
     cdef float lv32
@@ -1035,39 +1163,98 @@ cdef class _Batch:
     cdef int n_spans
     cdef list copies                # what _ordered copied: its pointers are in use
 
-    cdef bint _add(self, cnp.ndarray a) noexcept:
-        self.spans[self.n_spans] = _span(a)
+    cdef int _read(self, object x, Arr* A) except -1:
+        """Fill ``A`` from ``x``: 1 for an ndarray or a plain CPU tensor read as
+        it lies, 0 for anything else (declined)."""
+        if type(x) is cnp.ndarray:
+            return _arr_of_ndarray(<cnp.ndarray>x, A)
+        if x is None or _torch_tensor_type() is None or type(x) is not _tensor_type:
+            return 0
+        if _dlpack_api == NULL:  # a torch without the exchange API: numpy()
+            v = _ndarray_of(x)
+            return 0 if v is None else _arr_of_ndarray(<cnp.ndarray>self._keep(v), A)
+        return _arr_of_tensor(x, A)
+
+    cdef bint _add(self, Arr* A) noexcept:
+        self.spans[self.n_spans] = _arr_span(A)
         self.n_spans += 1
         return True
 
-    cdef object _ordered(self, object x):
-        """``x``, or the copy in the sweep's order that the general path would
-        make of a native-byte-order ndarray without that order's flag (strided,
-        unaligned, or Fortran-ordered in a time-major call; :func:`_c_copy`),
-        recording the view's bounds for the overlap test. A 2-D array is
-        copied only in a time-major sweep: a batch-major one takes every 2-D
-        array in place or declines, as the general path keeps batch-major only
-        when every 2-D array is Fortran-ordered (a 1-D one, ``last_values``,
-        has no order to keep)."""
-        if type(x) is not cnp.ndarray:
+    cdef object _ordered(self, object x, Arr* A):
+        """:meth:`_read` ``x`` into ``A`` and put it in the sweep's order
+        (:meth:`_order`): the object ``A`` then describes, or None (declined)."""
+        if not self._read(x, A):
+            return None
+        return self._order(x, A)
+
+    cdef object _order(self, object x, Arr* A):
+        """``x`` (read into ``A``) as it lies, or, for a native-byte-order array
+        without the sweep's order flag (strided, unaligned, or
+        Fortran-ordered in a time-major call), the copy the general path
+        would make (:func:`_c_copy`), with ``A`` describing it and the view's
+        bounds recorded for the overlap test. A 2-D array is copied only in a
+        time-major sweep: a batch-major one takes every 2-D array in place or
+        declines, as the general path keeps batch-major only when every 2-D
+        array is Fortran-ordered (a 1-D one, ``last_values``, has no order to
+        keep)."""
+        if ((A.flags & (self.order | cnp.NPY_ARRAY_ALIGNED)) == self.order | cnp.NPY_ARRAY_ALIGNED
+                or (self.order != cnp.NPY_ARRAY_C_CONTIGUOUS and A.nd != 1)
+                or not A.flags & cnp.NPY_ARRAY_NOTSWAPPED):
             return x
-        cdef cnp.ndarray a = <cnp.ndarray>x
-        if (cnp.PyArray_CHKFLAGS(a, self.order | cnp.NPY_ARRAY_ALIGNED)
-                or (self.order != cnp.NPY_ARRAY_C_CONTIGUOUS and cnp.PyArray_NDIM(a) != 1)
-                or not cnp.PyArray_ISNOTSWAPPED(a)):
+        self._add(A)
+        return self._take(_c_copy(<cnp.ndarray>self._ndarray(x)), A)
+
+    cdef object _ndarray(self, object x):
+        """``x`` as an ndarray: itself, or a tensor's view (kept for the call)."""
+        if type(x) is cnp.ndarray:
             return x
-        self._add(a)
-        return self._keep(_c_copy(a))
+        return self._keep(_dlpack_view(x))
+
+    cdef object _take(self, object a, Arr* A):
+        """Use ndarray ``a`` (a copy or a conversion) for the call: ``A`` describes it."""
+        self._keep(a)
+        _arr_of_ndarray(<cnp.ndarray>a, A)
+        return a
+
+    cdef bint _float_as_r(self, Arr* A, int flags) noexcept:
+        """``A`` has the rewards' dtype and shape and ``flags``, native byte order."""
+        return (A.type == self.rtype and (A.flags & (flags | cnp.NPY_ARRAY_NOTSWAPPED))
+                == (flags | cnp.NPY_ARRAY_NOTSWAPPED) and _arr_shape_is(A, self.nd, &self.dims[0]))
+
+    cdef bint _flags_as_r(self, Arr* A) noexcept:
+        """``A`` is a bool/uint8 array of the rewards' shape in the sweep's order."""
+        return ((A.type == cnp.NPY_BOOL or A.type == cnp.NPY_UINT8)
+                and (A.flags & self.order) != 0 and _arr_shape_is(A, self.nd, &self.dims[0]))
+
+    cdef int _flag_input(self, object x, Arr* A) except -1:
+        """Read flags ``x`` into ``A`` (:meth:`_ordered`); float32/float64 flags
+        of the rewards' shape in the sweep's order become the uint8 array of
+        their 0/1 values (the general path's conversion; the float array's
+        bounds recorded). 1 when ``A`` then holds bool/uint8 flags of the
+        rewards' shape in the sweep's order, 0 otherwise (a float flag that is
+        not 0/1 included: the general path names it)."""
+        x = self._ordered(x, A)
+        if x is None:
+            return 0
+        cdef int need = self.order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED
+        if ((A.type == cnp.NPY_FLOAT32 or A.type == cnp.NPY_FLOAT64)
+                and (A.flags & need) == need and _arr_shape_is(A, self.nd, &self.dims[0])):
+            u = _flag_array_bytes(<cnp.ndarray>self._ndarray(x),
+                                  self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
+            if u is None:
+                return 0
+            self._add(A)
+            self._take(u, A)
+        return self._flags_as_r(A)
 
     cdef bint take(self, int kind, object rewards, object last_values, object terminated,
                    object truncated, object final_values, object valid) except -1:
-        """Recognise the inputs every sweep has; False: use the general path.
-        ``self.r`` is then ``rewards`` (or its copy, see :meth:`_ordered`)."""
-        if type(rewards) is not cnp.ndarray:
+        """Recognise the inputs every sweep has; False: use the general path."""
+        cdef Arr A
+        if not self._read(rewards, &A):
             return False
-        cdef cnp.ndarray r = <cnp.ndarray>rewards
-        cdef int t = cnp.PyArray_TYPE(r)
-        cdef int nd = cnp.PyArray_NDIM(r)
+        cdef int t = A.type
+        cdef int nd = A.nd
         if t == cnp.NPY_FLOAT32:
             self.d = 0
         elif t == cnp.NPY_FLOAT64:
@@ -1075,18 +1262,18 @@ cdef class _Batch:
         else:
             return False
         if nd == 1:
-            self.T = cnp.PyArray_DIM(r, 0)
+            self.T = A.dims[0]
             self.N = 1
         elif nd == 2:
-            self.T = cnp.PyArray_DIM(r, 0)
-            self.N = cnp.PyArray_DIM(r, 1)
+            self.T = A.dims[0]
+            self.N = A.dims[1]
         else:
             return False
         if self.T == 0 or self.N == 0:
             return False
         self.kind = kind
         self.large = self.T * self.N >= _limits[kind]
-        if not cnp.PyArray_ISNOTSWAPPED(r):
+        if not A.flags & cnp.NPY_ARRAY_NOTSWAPPED:
             return False
         # time-major C order, or (the general path's rule) every 2-D array
         # Fortran-ordered: batch-major [N, T] rows passed as their transposes
@@ -1094,71 +1281,61 @@ cdef class _Batch:
         self.order = cnp.NPY_ARRAY_C_CONTIGUOUS
         self.n_spans = 0
         if (nd == 2 and self.T > 1 and self.N > 1
-                and not cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_C_CONTIGUOUS)
-                and cnp.PyArray_CHKFLAGS(r, cnp.NPY_ARRAY_F_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED)):
+                and not A.flags & cnp.NPY_ARRAY_C_CONTIGUOUS
+                and (A.flags & (cnp.NPY_ARRAY_F_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED))
+                == cnp.NPY_ARRAY_F_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED):
             self.order = cnp.NPY_ARRAY_F_CONTIGUOUS
             self.options = BATCH_MAJOR
-        r = <cnp.ndarray>self._ordered(r)
-        self.r = r
-        self._add(r)
+        self._order(rewards, &A)
+        self.rtype = t
+        self.nd = nd
+        self.dims[0] = A.dims[0]
+        self.dims[1] = A.dims[1] if nd == 2 else 1
+        self.r = A.data
+        self._add(&A)
         # last_values: [N]; for 1-D rewards also a Python float, [] or [1]
-        cdef cnp.ndarray a
         if type(last_values) is float and nd == 1:
             self.lv64 = <double>last_values
             self.lv32 = <float>self.lv64  # rounds to nearest, as np.full(1, x, float32)
             self.lv = <void*>&self.lv32 if self.d == 0 else <void*>&self.lv64
-        elif type(last_values) is cnp.ndarray:
-            last_values = self._ordered(last_values)
-            a = <cnp.ndarray>last_values
+        else:
+            if self._ordered(last_values, &A) is None:
+                return False
             if not (
-                cnp.PyArray_TYPE(a) == t
-                and cnp.PyArray_ISNOTSWAPPED(a)
-                and cnp.PyArray_CHKFLAGS(a, _FLOAT_FLAGS)
-                and cnp.PyArray_SIZE(a) == self.N
-                and (cnp.PyArray_NDIM(a) == 1 or (nd == 1 and cnp.PyArray_NDIM(a) == 0))
+                A.type == t
+                and (A.flags & (_FLOAT_FLAGS | cnp.NPY_ARRAY_NOTSWAPPED))
+                == _FLOAT_FLAGS | cnp.NPY_ARRAY_NOTSWAPPED
+                and (A.dims[0] if A.nd == 1 else 1) == self.N
+                and (A.nd == 1 or (nd == 1 and A.nd == 0))
             ):
                 return False
-            self.lv = cnp.PyArray_DATA(a)
-            self._add(a)
-        else:
+            self.lv = A.data
+            self._add(&A)
+        if not self._flag_input(terminated, &A):
             return False
-        # (None from _flag_bytes: a float flag that is not 0/1)
-        terminated = self._flag_bytes(self._ordered(terminated))
-        if terminated is None:
-            return False
-        if truncated is not None:
-            truncated = self._flag_bytes(self._ordered(truncated))
-            if truncated is None:
-                return False
-        if valid is not None:
-            valid = self._flag_bytes(self._ordered(valid))
-            if valid is None:
-                return False
-        final_values = self._ordered(final_values)
-        if not _flags_like(terminated, r, self.order):
-            return False
-        self.te = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>terminated)
-        self._add(<cnp.ndarray>terminated)
+        self.te = <unsigned char*>A.data
+        self._add(&A)
         self.tr = self.te
         self.ok = self.te
-        self.fv = cnp.PyArray_DATA(r)
+        self.fv = self.r
         if truncated is not None:
-            if not _flags_like(truncated, r, self.order):
+            if not self._flag_input(truncated, &A):
                 return False
-            self.tr = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>truncated)
-            self._add(<cnp.ndarray>truncated)
+            self.tr = <unsigned char*>A.data
+            self._add(&A)
             self.options |= HAS_TRUNC
         if final_values is not None:
-            if not _float_like(final_values, r, self.order | cnp.NPY_ARRAY_ALIGNED):
+            if (self._ordered(final_values, &A) is None
+                    or not self._float_as_r(&A, self.order | cnp.NPY_ARRAY_ALIGNED)):
                 return False
-            self.fv = cnp.PyArray_DATA(<cnp.ndarray>final_values)
-            self._add(<cnp.ndarray>final_values)
+            self.fv = A.data
+            self._add(&A)
             self.options |= HAS_FINAL
         if valid is not None:
-            if not _flags_like(valid, r, self.order):
+            if not self._flag_input(valid, &A):
                 return False
-            self.ok = <unsigned char*>cnp.PyArray_DATA(<cnp.ndarray>valid)
-            self._add(<cnp.ndarray>valid)
+            self.ok = <unsigned char*>A.data
+            self._add(&A)
             self.options |= HAS_VALID
         # A truncation with neither final values nor a valid mask may be
         # ambiguous (API.md): the general path scans for it and explains.
@@ -1172,46 +1349,28 @@ cdef class _Batch:
         self.copies.append(copy)
         return copy
 
-    cdef object _flag_bytes(self, object x):
-        """``x``, or, for float32/float64 flags of ``rewards``' shape in the
-        sweep's order, the uint8 array of their 0/1 values (the general path's
-        conversion; the view's bounds recorded). None when a value is neither
-        0 nor 1: the general path names it."""
-        if type(x) is not cnp.ndarray:
-            return x
-        cdef cnp.ndarray a = <cnp.ndarray>x
-        if not (_float_flag_array(a, self.order) and _same_shape(a, self.r)):
-            return x
-        u = _flag_array_bytes(a, self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
-        if u is None:
-            return None
-        self._add(a)
-        return self._keep(u)
-
-    cdef object take_float(self, object x):
-        """Another float input of ``rewards``' dtype and shape (or its copy, see
-        :meth:`_ordered`); None: use the general path."""
-        x = self._ordered(x)
-        if not _float_like(x, self.r, self.order | cnp.NPY_ARRAY_ALIGNED):
-            return None
-        self._add(<cnp.ndarray>x)
-        return x
+    cdef void* take_float(self, object x) except? NULL:
+        """Another float input of the rewards' dtype and shape (or its copy,
+        see :meth:`_ordered`): its data; NULL: use the general path."""
+        cdef Arr A
+        if (self._ordered(x, &A) is None
+                or not self._float_as_r(&A, self.order | cnp.NPY_ARRAY_ALIGNED)):
+            return NULL
+        self._add(&A)
+        return A.data
 
     cdef object outputs(self, object out, int n):
         """``n`` output arrays: fresh, or the caller's if usable; None otherwise."""
         cdef cnp.ndarray o
-        cdef int i, j, t, nd, flags
-        cdef cnp.npy_intp* dims
+        cdef int i, j, flags
         cdef Span s[2]
         cdef int fortran = self.order == cnp.NPY_ARRAY_F_CONTIGUOUS
         if out is None:
-            t = cnp.PyArray_TYPE(self.r)
-            nd = cnp.PyArray_NDIM(self.r)
-            dims = cnp.PyArray_DIMS(self.r)
             if n == 1:
-                return (cnp.PyArray_EMPTY(nd, dims, t, fortran),)
+                return (cnp.PyArray_EMPTY(self.nd, &self.dims[0], self.rtype, fortran),)
             return (
-                cnp.PyArray_EMPTY(nd, dims, t, fortran), cnp.PyArray_EMPTY(nd, dims, t, fortran)
+                cnp.PyArray_EMPTY(self.nd, &self.dims[0], self.rtype, fortran),
+                cnp.PyArray_EMPTY(self.nd, &self.dims[0], self.rtype, fortran),
             )
         if n == 1:
             outs = (out,)
@@ -1221,7 +1380,7 @@ cdef class _Batch:
             return None
         for i in range(n):
             flags = self.order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE
-            if not _float_like(outs[i], self.r, flags):
+            if not _typed(outs[i], self.rtype, flags, self.nd, &self.dims[0]):
                 return None
             o = <cnp.ndarray>outs[i]
             s[i] = _span(o)
@@ -1314,7 +1473,7 @@ cdef object _run(_Batch b, Sweep* s, object outs):
 
 cdef inline void _fill(Sweep* s, _Batch b, int kind) noexcept:
     s.kind = kind
-    s.r = _data(b.r)
+    s.r = b.r
     s.lv = b.lv
     s.te = b.te
     s.tr = b.tr
@@ -1330,14 +1489,11 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     """``fastppo.gae`` for the common case; None: run the general path."""
     if not (_unit(gamma) and _unit(gae_lambda)):
         return None
-    rewards, values, last_values = _view(rewards), _view(values), _view(last_values)
-    terminated, truncated = _view(terminated), _view(truncated)
-    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(0, rewards, last_values, terminated, truncated, final_values, valid):
         return None
-    values = b.take_float(values)
-    if values is None:
+    cdef void* v = b.take_float(values)
+    if v == NULL:
         return None
     outs = b.outputs(out, 2)
     if outs is None:
@@ -1345,7 +1501,7 @@ def gae(rewards, values, last_values, terminated, truncated, final_values, valid
     cdef Sweep s
     _fill(&s, b, 0)
     s.fn = _entry(0, b.d)
-    s.v = _data(values)
+    s.v = v
     s.h[0] = <double>gamma
     s.h[1] = s.h[0] * <double>gae_lambda
     s.o0 = _data(outs[0])
@@ -1359,17 +1515,17 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     if not (_unit(gamma) and _unit(lam) and _positive(rho_bar) and _positive(c_bar)
             and _positive(pg_rho_bar)):
         return None
-    behavior_logp, target_logp = _view(behavior_logp), _view(target_logp)
-    rewards, values, last_values = _view(rewards), _view(values), _view(last_values)
-    terminated, truncated = _view(terminated), _view(truncated)
-    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(1, rewards, last_values, terminated, truncated, final_values, valid):
         return None
-    values = b.take_float(values)
-    behavior_logp = b.take_float(behavior_logp)
-    target_logp = b.take_float(target_logp)
-    if values is None or behavior_logp is None or target_logp is None:
+    cdef void* v = b.take_float(values)
+    if v == NULL:
+        return None
+    cdef void* blp = b.take_float(behavior_logp)
+    if blp == NULL:
+        return None
+    cdef void* tlp = b.take_float(target_logp)
+    if tlp == NULL:
         return None
     outs = b.outputs(out, 2)
     if outs is None:
@@ -1377,9 +1533,9 @@ def vtrace(behavior_logp, target_logp, rewards, values, last_values, terminated,
     cdef Sweep s
     _fill(&s, b, 1)
     s.fn = _entry(1, b.d)
-    s.blp = _data(behavior_logp)
-    s.tlp = _data(target_logp)
-    s.v = _data(values)
+    s.blp = blp
+    s.tlp = tlp
+    s.v = v
     s.h[0] = <double>gamma
     s.h[1] = <double>lam
     s.h[2] = <double>rho_bar
@@ -1399,9 +1555,6 @@ def discounted_returns(rewards, last_values, terminated, truncated, final_values
     # explains); with them the kernel reads final values where truncated.
     if truncated is not None and final_values is None:
         return None
-    rewards, last_values = _view(rewards), _view(last_values)
-    terminated, truncated = _view(terminated), _view(truncated)
-    final_values, valid = _view(final_values), _view(valid)
     cdef _Batch b = _Batch.__new__(_Batch)
     if not b.take(2, rewards, last_values, terminated, truncated, final_values, valid):
         return None
