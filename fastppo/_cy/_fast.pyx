@@ -206,24 +206,6 @@ cdef inline bint _typed(object x, int typenum, int flags, int nd, cnp.npy_intp* 
     )
 
 
-cdef inline bint _float_like(object x, cnp.ndarray ref, int flags) noexcept:
-    """``x`` is an ndarray of ``ref``'s dtype and shape with ``flags`` set."""
-    return _typed(x, cnp.PyArray_TYPE(ref), flags, cnp.PyArray_NDIM(ref), cnp.PyArray_DIMS(ref))
-
-
-cdef inline bint _flags_like(object x, cnp.ndarray ref, int order) noexcept:
-    """``x`` is a bool/uint8 ndarray of ``ref``'s shape with the ``order`` flag."""
-    if type(x) is not cnp.ndarray:
-        return False
-    cdef cnp.ndarray a = <cnp.ndarray>x
-    cdef int t = cnp.PyArray_TYPE(a)
-    return (
-        (t == cnp.NPY_BOOL or t == cnp.NPY_UINT8)
-        and cnp.PyArray_CHKFLAGS(a, order)
-        and _same_shape(a, ref)
-    )
-
-
 ctypedef fused real:
     float
     double
@@ -1028,8 +1010,8 @@ def as_array(str fn, str name, x):
 
 cdef struct Arr:
     # What a sweep's recogniser reads of one input: an ndarray's fields, or a
-    # torch tensor's DLTensor with no ndarray made around it (45 ns a tensor
-    # made and freed, on [8x4] calls of 1.4-2.4 us)
+    # torch tensor's DLTensor with no ndarray made around it (an ndarray made
+    # and freed cost 45 ns a tensor, on [8x4] calls of 1.4-2.4 us)
     char* data
     int type
     cnp.npy_intp item
@@ -1069,9 +1051,10 @@ cdef bint _contiguous(int nd, cnp.npy_intp* dims, cnp.npy_intp* steps, cnp.npy_i
     cdef cnp.npy_intp want = item
     cdef int k, i
     for k in range(nd):
-        i = k if fortran else nd - 1 - k
-        if dims[i] == 0:
+        if dims[k] == 0:  # an empty array is contiguous whatever its steps
             return True
+    for k in range(nd):
+        i = k if fortran else nd - 1 - k
         if dims[i] != 1:
             if steps[i] != want:
                 return False
@@ -1201,14 +1184,19 @@ cdef class _Batch:
                 or (self.order != cnp.NPY_ARRAY_C_CONTIGUOUS and A.nd != 1)
                 or not A.flags & cnp.NPY_ARRAY_NOTSWAPPED):
             return x
+        a = self._ndarray(x)
+        if a is None:
+            return None
         self._add(A)
-        return self._take(_c_copy(<cnp.ndarray>self._ndarray(x)), A)
+        return self._take(_c_copy(<cnp.ndarray>a), A)
 
     cdef object _ndarray(self, object x):
-        """``x`` as an ndarray: itself, or a tensor's view (kept for the call)."""
+        """``x`` as an ndarray: itself, or a tensor's view (kept for the call);
+        None if the view is refused after all."""
         if type(x) is cnp.ndarray:
             return x
-        return self._keep(_dlpack_view(x))
+        v = _ndarray_of(x)
+        return None if v is None else self._keep(v)
 
     cdef object _take(self, object a, Arr* A):
         """Use ndarray ``a`` (a copy or a conversion) for the call: ``A`` describes it."""
@@ -1239,8 +1227,10 @@ cdef class _Batch:
         cdef int need = self.order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED
         if ((A.type == cnp.NPY_FLOAT32 or A.type == cnp.NPY_FLOAT64)
                 and (A.flags & need) == need and _arr_shape_is(A, self.nd, &self.dims[0])):
-            u = _flag_array_bytes(<cnp.ndarray>self._ndarray(x),
-                                  self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
+            a = self._ndarray(x)
+            if a is None:
+                return 0
+            u = _flag_array_bytes(<cnp.ndarray>a, self.order == cnp.NPY_ARRAY_F_CONTIGUOUS)
             if u is None:
                 return 0
             self._add(A)
@@ -1286,7 +1276,8 @@ cdef class _Batch:
                 == cnp.NPY_ARRAY_F_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED):
             self.order = cnp.NPY_ARRAY_F_CONTIGUOUS
             self.options = BATCH_MAJOR
-        self._order(rewards, &A)
+        if self._order(rewards, &A) is None:
+            return False
         self.rtype = t
         self.nd = nd
         self.dims[0] = A.dims[0]
