@@ -144,24 +144,32 @@ cdef struct Span:
     char* hi
 
 
-cdef inline Span _span(cnp.ndarray a) noexcept:
-    """The bytes ``a`` may touch, whatever its strides: the bounds
+cdef inline Span _span_of(char* data, cnp.npy_intp item, int nd, cnp.npy_intp* dims,
+                          cnp.npy_intp* steps) noexcept:
+    """The bytes an array may touch, whatever its steps: the bounds
     ``np.may_share_memory`` compares (``data .. data + nbytes`` when contiguous)."""
     cdef Span s
     cdef int i
     cdef cnp.npy_intp step
-    s.lo = <char*>cnp.PyArray_DATA(a)
+    s.lo = data
     s.hi = s.lo
-    if cnp.PyArray_SIZE(a) == 0:
-        return s
-    s.hi += cnp.PyArray_ITEMSIZE(a)
-    for i in range(cnp.PyArray_NDIM(a)):
-        step = (cnp.PyArray_DIM(a, i) - 1) * cnp.PyArray_STRIDE(a, i)
+    for i in range(nd):
+        if dims[i] == 0:
+            return s
+    s.hi += item
+    for i in range(nd):
+        step = (dims[i] - 1) * steps[i]
         if step < 0:
             s.lo += step
         else:
             s.hi += step
     return s
+
+
+cdef inline Span _span(cnp.ndarray a) noexcept:
+    """:func:`_span_of` an ndarray."""
+    return _span_of(<char*>cnp.PyArray_DATA(a), cnp.PyArray_ITEMSIZE(a), cnp.PyArray_NDIM(a),
+                    cnp.PyArray_DIMS(a), cnp.PyArray_STRIDES(a))
 
 
 cdef inline bint _overlap(Span a, Span b) noexcept:
@@ -178,15 +186,20 @@ def may_share_memory(cnp.ndarray a, cnp.ndarray b):
     return _overlap(_span(a), _span(b))
 
 
-cdef inline bint _shape_is(cnp.ndarray a, int nd, cnp.npy_intp* dims) noexcept:
-    """``a`` has ``nd`` dimensions of sizes ``dims[:nd]``."""
+cdef inline bint _dims_are(int nd_a, cnp.npy_intp* dims_a, int nd, cnp.npy_intp* dims) noexcept:
+    """A shape ``dims_a[:nd_a]`` is ``dims[:nd]``."""
     cdef int i
-    if cnp.PyArray_NDIM(a) != nd:
+    if nd_a != nd:
         return False
     for i in range(nd):
-        if cnp.PyArray_DIM(a, i) != dims[i]:
+        if dims_a[i] != dims[i]:
             return False
     return True
+
+
+cdef inline bint _shape_is(cnp.ndarray a, int nd, cnp.npy_intp* dims) noexcept:
+    """``a`` has ``nd`` dimensions of sizes ``dims[:nd]``."""
+    return _dims_are(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), nd, dims)
 
 
 cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
@@ -1090,33 +1103,11 @@ cdef int _arr_of_tensor(object x, Arr* A) noexcept:
 
 
 cdef inline Span _arr_span(Arr* A) noexcept:
-    """:func:`_span` of ``A``."""
-    cdef Span s
-    cdef int i
-    cdef cnp.npy_intp step
-    s.lo = A.data
-    s.hi = s.lo
-    for i in range(A.nd):
-        if A.dims[i] == 0:
-            return s
-    s.hi += A.item
-    for i in range(A.nd):
-        step = (A.dims[i] - 1) * A.steps[i]
-        if step < 0:
-            s.lo += step
-        else:
-            s.hi += step
-    return s
+    return _span_of(A.data, A.item, A.nd, A.dims, A.steps)
 
 
 cdef inline bint _arr_shape_is(Arr* A, int nd, cnp.npy_intp* dims) noexcept:
-    cdef int i
-    if A.nd != nd:
-        return False
-    for i in range(nd):
-        if A.dims[i] != dims[i]:
-            return False
-    return True
+    return _dims_are(A.nd, A.dims, nd, dims)
 
 
 cdef class _Batch:
