@@ -10,7 +10,7 @@ instruction and without a division; the float64 version it replaces (two
 fdlibm logs, a division each) made a squashed sampler 4.3x the cost of an
 unsquashed one. Its two logs and the polynomial are fused multiply-adds
 (:func:`fastppo.kernels.rng.log32_fma`): 33 -> 26 us for 24,576 actions
-(znver4), and a squashed ``sample_gaussian`` [4096x6] 100 -> 88 us.
+(znver4), and a squashed ``sample_gaussian`` [4096x6] 99 -> 91 us.
 
 * ``atanh`` needs ``|a| < 1``: actions are clipped to ``+-A_LIMIT``, the
   largest float32 below 1 (``1 - 2**-24``), so every float32 action strictly
