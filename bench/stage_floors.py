@@ -14,7 +14,10 @@ Stages (all float32, ``out=`` buffers, validation on):
 * memory: ``np.copyto`` of rewards -> a and values -> b (the issue's floor),
   and the validation pass alone (a read of the same bytes: every sweep
   checks its float inputs before its first write);
-* ``gae`` and ``vtrace`` whole; V-trace's ``rho = expf32(...)`` over all
+* ``gae`` and ``vtrace`` whole, and ``gae`` and the copy over the same
+  elements as 32 calls on an L2-resident [64x256] block (a sweep that costs
+  the same there is bound by its instructions, not by memory); V-trace's
+  ``rho = expf32(...)`` over all
   ``T * N`` elements, on an L1-resident block (compute only);
 * ``sample_gaussian``: plain, deterministic (no normals drawn: the mean and
   log-density work alone), squashed, and torch's ``Normal`` sample + log-prob
@@ -116,6 +119,18 @@ def _stages() -> dict[str, Callable[[], Any]]:
 
     one = rng.standard_normal((1, 4)).astype(np.float32)
     one_t = torch.from_numpy(one)
+    # the same elements as 32 calls on an L2-resident [64x256] block: a sweep
+    # that costs the same per element there is bound by its instructions
+    rs, vs, tes = r[:64], v[:64], te[:64]
+    os1, os2, cs1, cs2 = (np.empty_like(rs) for _ in range(4))
+
+    def small(fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(T // 64):
+                fn()
+
+        return run
+
     return {
         "copy: np.copyto rewards, values (4 MB read, 4 MB written)": lambda: (
             np.copyto(c1, r),
@@ -125,6 +140,12 @@ def _stages() -> dict[str, Callable[[], Any]]:
             ro, True, False, 0, 0, T
         ),
         "gae out=": lambda: fastppo.gae(r, v, lv, te, out=(o1, o2)),
+        "gae out= as 32 calls on [64x256] (L2-resident)": small(
+            lambda: fastppo.gae(rs, vs, lv, tes, out=(os1, os2))
+        ),
+        "copy as 32 calls on [64x256] (L2-resident)": small(
+            lambda: (np.copyto(cs1, rs), np.copyto(cs2, vs))
+        ),
         "validation, vtrace (4 arrays read)": lambda: sweep.check_rows(ro, True, True, 0, 0, T),
         "vtrace out=": lambda: fastppo.vtrace(blp, tlp, r, v, lv, te, out=(o1, o2)),
         "vtrace stage: rho = expf32, T*N elements in L1": lambda: _exp_stage(tb, bb, rho, reps),
