@@ -425,7 +425,8 @@ def test_inputs_are_not_copied(name: str, kind: str, spy: list) -> None:
         checked.add(k)
     # Exact ndarrays may skip as_array (a fast path); the allocation test covers them.
     # So may tensors in the fast path of sample_categorical and the sweeps (of
-    # any size), which views them itself (_fast.ndarray_of: torch's DLPack exchange API,
+    # any size), which read them themselves (torch's DLPack exchange API: the sweeps its
+    # description, sample_categorical a view, _fast.ndarray_of;
     # the detached memory of a tensor that needs a gradient)
     # (test_fastpath.py::test_torch_logits_take_the_fast_path_through_their_numpy_view),
     # and in the running statistics' per-step calls (_fast.ndarray_of, the same view).

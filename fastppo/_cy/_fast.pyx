@@ -9,8 +9,9 @@ validation 5-20 us more. Here the common case -- plain C-contiguous, aligned,
 native-order numpy arrays of matching dtypes (or, for the sweeps, all
 Fortran-ordered: batch-major ``[N, T]`` rollouts passed transposed, which the
 entries hand to the batch-major kernels), bool/uint8 flags, float
-hyperparameters; plain torch CPU tensors too, through numpy views made with
-torch's DLPack exchange API (:func:`_dlpack_view`) -- is recognised with a
+hyperparameters; plain torch CPU tensors too, read through torch's DLPack
+exchange API (the sweeps straight from its description, :func:`_arr_of_tensor`;
+the samplers through numpy views, :func:`_dlpack_view`) -- is recognised with a
 few C-level reads of each array header, the memory ranges of outputs and
 inputs are compared in C, and the serial kernel is entered through its C
 entry point (:mod:`fastppo.kernels.cabi`) with the GIL released. The sweeps also make,
@@ -255,13 +256,30 @@ cdef Py_ssize_t _first_bad_flag(const real* src, Py_ssize_t n) noexcept nogil:
     return -1
 
 
+cdef int _LAYOUT_FLAGS = (cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_F_CONTIGUOUS
+                          | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED)
+
+
+cdef inline int _layout(cnp.ndarray a) noexcept:
+    """``a``'s contiguity and alignment flags, and NOTSWAPPED where its bytes are
+    native (a requirement bit numpy never stores in an array's flags)."""
+    cdef int f = cnp.PyArray_FLAGS(a) & _LAYOUT_FLAGS
+    return f | cnp.NPY_ARRAY_NOTSWAPPED if cnp.PyArray_ISNOTSWAPPED(a) else f
+
+
+cdef inline bint _float_flags_as_laid(int typenum, int layout, int order) noexcept:
+    """Whether an array of ``typenum`` and ``layout`` (:func:`_layout`) holds
+    flags :func:`_flag_array_bytes` converts: native, aligned float32/float64,
+    contiguous in ``order`` (``NPY_ARRAY_C_CONTIGUOUS`` or
+    ``NPY_ARRAY_F_CONTIGUOUS``). The one rule, for ndarrays and the sweeps'
+    ``Arr`` alike."""
+    cdef int need = order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED
+    return (typenum == cnp.NPY_FLOAT32 or typenum == cnp.NPY_FLOAT64) and (layout & need) == need
+
+
 cdef inline bint _float_flag_array(cnp.ndarray a, int order) noexcept:
-    """Whether ``a`` holds flags :func:`_flag_array_bytes` converts: native,
-    aligned float32/float64, contiguous in ``order`` (``NPY_ARRAY_C_CONTIGUOUS``
-    or ``NPY_ARRAY_F_CONTIGUOUS``)."""
-    cdef int t = cnp.PyArray_TYPE(a)
-    return ((t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64) and cnp.PyArray_ISNOTSWAPPED(a)
-            and cnp.PyArray_CHKFLAGS(a, order | cnp.NPY_ARRAY_ALIGNED))
+    """:func:`_float_flags_as_laid` of ndarray ``a``."""
+    return _float_flags_as_laid(cnp.PyArray_TYPE(a), _layout(a), order)
 
 
 ctypedef fused item:
@@ -1031,11 +1049,7 @@ cdef struct Arr:
     int nd
     cnp.npy_intp dims[2]
     cnp.npy_intp steps[2]
-    int flags           # numpy's C_CONTIGUOUS, F_CONTIGUOUS, ALIGNED, NOTSWAPPED bits
-
-
-cdef int _ARR_FLAGS = (cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_F_CONTIGUOUS
-                       | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED)
+    int flags           # its layout (:func:`_layout`'s bits)
 
 
 cdef inline bint _arr_of_ndarray(cnp.ndarray a, Arr* A) noexcept:
@@ -1050,10 +1064,7 @@ cdef inline bint _arr_of_ndarray(cnp.ndarray a, Arr* A) noexcept:
     for i in range(nd):
         A.dims[i] = cnp.PyArray_DIM(a, i)
         A.steps[i] = cnp.PyArray_STRIDE(a, i)
-    # (NOTSWAPPED is a requirement bit numpy never stores in an array's flags)
-    A.flags = cnp.PyArray_FLAGS(a) & _ARR_FLAGS
-    if cnp.PyArray_ISNOTSWAPPED(a):
-        A.flags |= cnp.NPY_ARRAY_NOTSWAPPED
+    A.flags = _layout(a)
     return True
 
 
@@ -1108,6 +1119,12 @@ cdef inline Span _arr_span(Arr* A) noexcept:
 
 cdef inline bint _arr_shape_is(Arr* A, int nd, cnp.npy_intp* dims) noexcept:
     return _dims_are(A.nd, A.dims, nd, dims)
+
+
+cdef inline bint _arr_has(Arr* A, int flags) noexcept:
+    """``A`` has every bit of ``flags`` and native byte order."""
+    cdef int need = flags | cnp.NPY_ARRAY_NOTSWAPPED
+    return (A.flags & need) == need
 
 
 cdef class _Batch:
@@ -1197,8 +1214,8 @@ cdef class _Batch:
 
     cdef bint _float_as_r(self, Arr* A, int flags) noexcept:
         """``A`` has the rewards' dtype and shape and ``flags``, native byte order."""
-        return (A.type == self.rtype and (A.flags & (flags | cnp.NPY_ARRAY_NOTSWAPPED))
-                == (flags | cnp.NPY_ARRAY_NOTSWAPPED) and _arr_shape_is(A, self.nd, &self.dims[0]))
+        return (A.type == self.rtype and _arr_has(A, flags)
+                and _arr_shape_is(A, self.nd, &self.dims[0]))
 
     cdef bint _flags_as_r(self, Arr* A) noexcept:
         """``A`` is a bool/uint8 array of the rewards' shape in the sweep's order."""
@@ -1215,9 +1232,8 @@ cdef class _Batch:
         x = self._ordered(x, A)
         if x is None:
             return 0
-        cdef int need = self.order | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_NOTSWAPPED
-        if ((A.type == cnp.NPY_FLOAT32 or A.type == cnp.NPY_FLOAT64)
-                and (A.flags & need) == need and _arr_shape_is(A, self.nd, &self.dims[0])):
+        if (_float_flags_as_laid(A.type, A.flags, self.order)
+                and _arr_shape_is(A, self.nd, &self.dims[0])):
             a = self._ndarray(x)
             if a is None:
                 return 0
@@ -1285,8 +1301,7 @@ cdef class _Batch:
                 return False
             if not (
                 A.type == t
-                and (A.flags & (_FLOAT_FLAGS | cnp.NPY_ARRAY_NOTSWAPPED))
-                == _FLOAT_FLAGS | cnp.NPY_ARRAY_NOTSWAPPED
+                and _arr_has(&A, _FLOAT_FLAGS)
                 and (A.dims[0] if A.nd == 1 else 1) == self.N
                 and (A.nd == 1 or (nd == 1 and A.nd == 0))
             ):
