@@ -358,6 +358,57 @@ def test_serial_parallel_bit_identical(dt, force_parallel_sweeps):
             assert x.tobytes() == y.tobytes()
 
 
+def _in_line(x, off):
+    """A copy of ``x`` whose data starts ``off`` bytes into a 64-byte line."""
+    buf = np.empty(x.nbytes + 128, np.uint8)
+    k = (-buf.ctypes.data) % 64 + off
+    y = buf[k : k + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+# rows a whole number of lines long or not (each row then starts elsewhere in
+# a line); T spanning several time chunks, the last one partial
+@pytest.mark.parametrize("T,N", [(70, 40), (33, 64), (65, 33)])
+def test_sweeps_give_the_same_bits_wherever_the_arrays_lie_in_a_line(
+    dt, T, N, force_parallel_sweeps
+):
+    """A serial sweep of whole rows splits its runs where the outputs' lines
+    start (kernels.sweep.head), so which elements its vector loops take depends
+    on where the arrays lie. Every offset into a line, for the inputs and the
+    outputs apart, gives the bits of the threaded sweep, whose blocks of envs
+    run row by row."""
+    rng = np.random.default_rng(T + N)
+    r, v, lv, te, tr, fv = make(rng, T, N, dt)
+    blp = (rng.standard_normal((T, N)) * 0.5).astype(dt)
+    valid = fastppo.next_step_valid(te, tr, prev_done=rng.random(N) < 0.3)
+    kws = ({}, {"truncated": tr, "final_values": fv, "valid": valid})
+
+    def calls(r, v, blp, kw, outs=None):
+        o = outs or (None,) * 5
+        a = fastppo.gae(r, v, lv, te, gamma=0.97, gae_lambda=0.9, out=outs and o[0:2], **kw)
+        b = fastppo.vtrace(blp, v, r, v, lv, te, lam=0.9, out=outs and o[2:4], **kw)
+        rkw = {**kw, "truncated": tr, "final_values": fv}
+        g = fastppo.discounted_returns(r, lv, te, gamma=0.97, out=o[4], **rkw)
+        return [x.tobytes() for x in (*a, *b, g)]
+
+    item = np.dtype(dt).itemsize
+    got = []
+    for off in range(0, 64, item):
+        args = (_in_line(r, off), _in_line(v, off), _in_line(blp, off))
+        out_off = (off + 3 * item) % 64
+        outs = tuple(_in_line(np.zeros((T, N), dt), out_off) for _ in range(5))
+        for kw in kws:
+            got.append((off, calls(*args, kw)))
+            got.append((off, calls(*args, {k: _in_line(x, off) for k, x in kw.items()}, outs)))
+    force_parallel_sweeps(16)
+    want = [calls(r, v, blp, kw) for kw in kws]
+    for i, (off, g) in enumerate(got):
+        w = want[i // 2 % 2]
+        assert [x == y for x, y in zip(g, w)] == [True] * 5, (off, i)
+
+
 _FORK_SCRIPT = """
 import os, numpy as np, fastppo
 rng = np.random.default_rng(0)
