@@ -19,8 +19,9 @@ def _expf32_array(x, out):  # pragma: no cover - compiled
 
 
 def _expf32(x: np.ndarray) -> np.ndarray:
-    """expf32 as V-trace compiles it (its ratio row, FMA-contracted), and as
-    plain IEEE operations; both must meet the documented bound."""
+    """expf32 as V-trace runs it (its ratio row: ``expf32_fma``, fused
+    multiply-adds) and as plain IEEE operations; both must meet the
+    documented bound."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty_like(x)
     K._vt_rho_row(x, np.zeros_like(x), True, out)
@@ -47,6 +48,20 @@ def test_expf32_relative_error_over_the_normal_range() -> None:
     ref = np.exp(x.astype(np.float64))
     assert np.max(np.abs(got - ref) / ref) <= 1.25e-7
     assert _expf32(np.zeros(1))[0] == 1.0
+
+
+def test_vtrace_ratios_are_fused_and_the_plain_exp_is_not() -> None:
+    # expf32_fma rounds differently from expf32 somewhere (so it is fused),
+    # and expf32 keeps the bits of its numpy twin (the samplers' references)
+    from fastppo.reference.fastmath import expf32 as ref_expf32
+
+    x = np.random.default_rng(1).uniform(-80, 80, 200_000).astype(np.float32)
+    fused = np.empty_like(x)
+    K._vt_rho_row(x, np.zeros_like(x), True, fused)
+    plain = np.empty_like(x)
+    _expf32_array(x, plain)
+    assert not np.array_equal(fused, plain)
+    assert ref_expf32(x).tobytes() == plain.tobytes()
 
 
 def test_expf32_range_ends() -> None:

@@ -3,9 +3,9 @@
 V-trace keeps two scratch rows per step of its chunk (its carry weights) and
 the carry row ``vs_{t+1} - V_{t+1}``. The ratio ``rho = exp(target_logp -
 behavior_logp)`` is computed in float32 with
-:func:`fastppo.kernels.fastmath.expf32` (vectorised, relative error <=
-1.2e-7) when both log-probs and the values are float32, else with float64
-``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`;
+:func:`fastppo.kernels.fastmath.expf32_fma` (vectorised, fused multiply-adds,
+relative error <= 1.2e-7) when both log-probs and the values are float32, else
+with float64 ``math.exp``. Layout, options and validation: :mod:`fastppo.kernels.sweep`;
 a time-major rollout of few envs runs its backward pass as one flat run
 (:func:`_vt_back_flat`).
 Batch-major ``[N, T]`` rollouts have their own sweep,
@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
-from fastppo.kernels.fastmath import expf32
+from fastppo.kernels.fastmath import expf32_fma
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
@@ -69,12 +69,12 @@ def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - com
     """``rho = exp(target_logp - behavior_logp)`` over one row.
 
     float32 log-probs with float32 outputs: the difference and the exp in
-    float32 (``expf32``, vectorised; relative error <= 1.2e-7, below the
+    float32 (``expf32_fma``, vectorised; relative error <= 1.2e-7, below the
     output's rounding). Otherwise float64 ``math.exp`` (a libm call, scalar).
     """
     if f32:
         for n in range(rho.shape[0]):
-            rho[n] = expf32(np.float32(target_logp[n]) - np.float32(behavior_logp[n]))
+            rho[n] = expf32_fma(np.float32(target_logp[n]) - np.float32(behavior_logp[n]))
     else:
         for n in range(rho.shape[0]):
             rho[n] = math.exp(float(target_logp[n]) - float(behavior_logp[n]))
