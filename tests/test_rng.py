@@ -232,3 +232,24 @@ def test_fma32_refuses_float64_arguments() -> None:
 
     with pytest.raises(numba.core.errors.TypingError):
         f(1.0, 2.0, 3.0)
+
+
+def test_fma_rounds_once_in_either_float_type_and_refuses_mixed_ones() -> None:
+    """The sweeps' fused multiply-add: one rounding for float32 and float64
+    (``(1 + e)(1 - e) - 1 = -e^2`` exactly, where a rounded product gives 0),
+    and a typing error for mixed types (nothing narrowed or widened)."""
+    import numba
+
+    from fastppo.kernels.fastmath import fma
+
+    @numba.njit
+    def f(a, b, c):  # pragma: no cover - compiled
+        return fma(a, b, c)
+
+    for dt, e in ((np.float32, 2.0**-13), (np.float64, 2.0**-30)):
+        one, x = dt(1), dt(e)
+        got = f(one + x, one - x, -one)
+        assert type(got) in (dt, float) and got == -(x * x) != 0
+        assert (one + x) * (one - x) - one == 0  # the unfused expression rounds to 0
+    with pytest.raises(numba.core.errors.TypingError):
+        f(np.float32(1), 1.0, 1.0)

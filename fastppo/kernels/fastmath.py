@@ -72,6 +72,14 @@ _I127 = np.int32(127)
 _I23 = np.int32(23)
 
 
+def _fma_codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+    """``llvm.fma`` of the signature's float type: one rounding."""
+    f = context.get_value_type(signature.return_type)
+    fnty = ir.FunctionType(f, [f, f, f])
+    name = "llvm.fma.f32" if signature.return_type == types.float32 else "llvm.fma.f64"
+    return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+
+
 def _fma32(typingctx, a, b, c):  # pragma: no cover - compiled
     """float32 ``a * b + c`` rounded once (LLVM's ``llvm.fma.f32``: one
     ``vfmadd`` per 16 lanes on AVX-512), for float32 arguments only.
@@ -85,19 +93,22 @@ def _fma32(typingctx, a, b, c):  # pragma: no cover - compiled
     f32 = types.float32
     if not (a == f32 and b == f32 and c == f32):
         return None  # a typing error at the call: no silent narrowing
-
-    def codegen(context, builder, signature, args):
-        f = ir.FloatType()
-        fnty = ir.FunctionType(f, [f, f, f])
-        return builder.call(
-            cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f32"), args
-        )
-
-    return f32(f32, f32, f32), codegen
+    return f32(f32, f32, f32), _fma_codegen
 
 
-# typed for mypy as what kernels call: fma32(a, b, c)
+def _fma(typingctx, a, b, c):  # pragma: no cover - compiled
+    """:func:`fma32`'s twin for a kernel's float type: ``a * b + c`` rounded
+    once, for three float32 or three float64 arguments (``llvm.fma.f64`` for
+    the latter), so a sweep compiled once per dtype fuses in both. Mixed
+    types are a typing error: nothing is narrowed or widened silently."""
+    if not (a == b == c and a in (types.float32, types.float64)):
+        return None
+    return a(a, a, a), _fma_codegen
+
+
+# typed for mypy as what kernels call: fma32(a, b, c), fma(a, b, c)
 fma32: Callable[[Any, Any, Any], Any] = cast(Any, intrinsic(_fma32))
+fma: Callable[[Any, Any, Any], Any] = cast(Any, intrinsic(_fma))
 
 
 @inline

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
+from fastppo.kernels.fastmath import fma
 from fastppo.kernels.sweep import (
     BATCH_MAJOR,
     CHUNK,
@@ -47,7 +48,7 @@ def _delta(r, nv, v, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # prag
     """``delta = r + gamma * boot - V`` with the bootstrap rules (0 on an invalid row)."""
     f = fv if has_final else nv
     boot = zero if te != 0 else (f if tr != 0 else nv)
-    d = r + gamma * boot - v
+    d = fma(gamma, boot, r) - v
     return d if (ok != 0) | (not has_valid) else zero
 
 
@@ -65,7 +66,7 @@ def _gae_chain(a, g, t_end, c):  # pragma: no cover - compiled
     (``A`` after them): ``A_t = a_t + g_t A_{t+1}``, written into ``a``."""
     for j in range(t_end):
         t = t_end - 1 - j
-        c = a[t] + g[t] * c
+        c = fma(g[t], c, a[t])
         a[t] = c
 
 
@@ -81,7 +82,7 @@ def _delta_run(r, v, nv, fv, te, tr, ok, options, gamma, a):  # pragma: no cover
         nvn = nv[n]
         f = fv[n] if has_final else nvn
         boot = zero if te[n] != 0 else (f if tr[n] != 0 else nvn)
-        d = r[n] + gamma * boot - v[n]
+        d = fma(gamma, boot, r[n]) - v[n]
         a[n] = d if (ok[n] != 0) | (not has_valid) else zero
 
 
@@ -96,7 +97,7 @@ def _trace_run(te, tr, ok, options, gamma_lambda, c, v, a, ret):  # pragma: no c
         stop = te[n] | tr[n]
         if has_valid:
             stop |= ok[n] == 0
-        x = a[n] + (zero if stop != 0 else gamma_lambda) * c[n]
+        x = fma(zero if stop != 0 else gamma_lambda, c[n], a[n])
         a[n] = x
         ret[n] = x + v[n]
 
@@ -240,7 +241,7 @@ def _gae_flat(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover -
         else:
             for j in range(m):
                 i = m - 1 - j
-                As[i] += g[i] * As[i + N]
+                As[i] = fma(g[i], As[i + N], As[i])
         rts = rt[k0:k1]
         for i in range(m):
             rts[i] = As[i] + vs[i]
@@ -475,10 +476,10 @@ def _chains(g, adv):  # pragma: no cover - compiled
         g0, g1, g2, g3 = g[e], g[e + 1], g[e + 2], g[e + 3]
         c0, c1, c2, c3 = a0[T - 1], a1[T - 1], a2[T - 1], a3[T - 1]
         for t in range(T - 2, -1, -1):
-            c0 = a0[t] + g0[t] * c0
-            c1 = a1[t] + g1[t] * c1
-            c2 = a2[t] + g2[t] * c2
-            c3 = a3[t] + g3[t] * c3
+            c0 = fma(g0[t], c0, a0[t])
+            c1 = fma(g1[t], c1, a1[t])
+            c2 = fma(g2[t], c2, a2[t])
+            c3 = fma(g3[t], c3, a3[t])
             a0[t] = c0
             a1[t] = c1
             a2[t] = c2

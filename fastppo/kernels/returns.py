@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastppo._jit import inline, kernel, linked, subroutine
+from fastppo.kernels.fastmath import fma
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
@@ -45,7 +46,7 @@ def _step(r, nxt, te, tr, fv, ok, gamma, has_final, has_valid, zero):  # pragma:
     truncated (with final values given), else ``nxt``; 0 on an invalid row."""
     f = fv if has_final else nxt
     boot = zero if te != 0 else (f if tr != 0 else nxt)
-    g = r + gamma * boot
+    g = fma(gamma, boot, r)
     return g if (ok != 0) | (not has_valid) else zero
 
 
@@ -120,7 +121,7 @@ def _returns_flat(ro, options, gamma, ret):  # pragma: no cover - compiled
         else:
             for j in range(m):
                 i = m - 1 - j
-                x = rs[i] + gamma * (G[i + N] if mn[i] & 1 else G[i])
+                x = fma(gamma, G[i + N] if mn[i] & 1 else G[i], rs[i])
                 G[i] = x if mn[i] & 2 else zero
         t_hi = t_lo
 
@@ -269,7 +270,7 @@ def _returns_chain(r, mn, gamma, t_end, c, g, boot):  # pragma: no cover - compi
     ``g`` if ``boot``, else from 0."""
     zero = r.dtype.type(0)
     for t in range(t_end - 1, -1, -1):
-        x = r[t] + gamma * (c if mn[t] & 1 else (g[t] if boot else zero))
+        x = fma(gamma, c if mn[t] & 1 else (g[t] if boot else zero), r[t])
         c = x if mn[t] & 2 else zero
         g[t] = c
 
@@ -313,7 +314,7 @@ def _returns_chain_bits(r, bits, j, gamma, t_end, c, g, boot):  # pragma: no cov
     ``bits`` (:func:`_returns_prep_bits`)."""
     zero = r.dtype.type(0)
     for t in range(t_end - 1, -1, -1):
-        x = r[t] + gamma * (c if (bits[0, t] >> j) & 1 else (g[t] if boot else zero))
+        x = fma(gamma, c if (bits[0, t] >> j) & 1 else (g[t] if boot else zero), r[t])
         c = x if (bits[1, t] >> j) & 1 else zero
         g[t] = c
 
@@ -332,10 +333,10 @@ def _returns_chains(rewards, last, m, gamma, ret, boot):  # pragma: no cover - c
         m0, m1, m2, m3 = m[e], m[e + 1], m[e + 2], m[e + 3]
         c0, c1, c2, c3 = last[e], last[e + 1], last[e + 2], last[e + 3]
         for t in range(T - 1, -1, -1):
-            x0 = r0[t] + gamma * (c0 if m0[t] & 1 else (g0[t] if boot else zero))
-            x1 = r1[t] + gamma * (c1 if m1[t] & 1 else (g1[t] if boot else zero))
-            x2 = r2[t] + gamma * (c2 if m2[t] & 1 else (g2[t] if boot else zero))
-            x3 = r3[t] + gamma * (c3 if m3[t] & 1 else (g3[t] if boot else zero))
+            x0 = fma(gamma, c0 if m0[t] & 1 else (g0[t] if boot else zero), r0[t])
+            x1 = fma(gamma, c1 if m1[t] & 1 else (g1[t] if boot else zero), r1[t])
+            x2 = fma(gamma, c2 if m2[t] & 1 else (g2[t] if boot else zero), r2[t])
+            x3 = fma(gamma, c3 if m3[t] & 1 else (g3[t] if boot else zero), r3[t])
             c0 = x0 if m0[t] & 2 else zero
             c1 = x1 if m1[t] & 2 else zero
             c2 = x2 if m2[t] & 2 else zero

@@ -195,7 +195,7 @@ def _gae_tile_of(narrow: bool) -> Any:
             a, gs = A.load(k_, t0_), G.load(kw_, tw_)
             c = builder.load(cp, align=1)
             for i in range(n - 1, -1, -1):
-                x = builder.fadd(a[i], builder.fmul(gs[i], c))
+                x = _fma(builder, gs[i], c, a[i])
                 a[i] = c = builder.select(last_, a[i], x) if i == n - 1 else x
             builder.store(c, cp, align=1)
             A.store(k_, t0_, a)
@@ -205,6 +205,16 @@ def _gae_tile_of(narrow: bool) -> Any:
         return types.void(adv, g, i8, i8, i8, i8, carry, types.boolean), codegen
 
     return _gae_tile
+
+
+def _fma(builder: Any, a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` rounded once per lane (``llvm.fma`` on the vectors' type),
+    as :func:`fastppo.kernels.fastmath.fma` rounds the sweeps' other paths."""
+    vty = a.type
+    bits = 32 if isinstance(vty.element, ir.FloatType) else 64
+    name = f"llvm.fma.v{vty.count}f{bits}"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty] * 3), name)
+    return builder.call(fn, [a, b, c])
 
 
 def _splat(builder: Any, x: Any, vty: Any) -> Any:
@@ -283,11 +293,7 @@ def _returns_tile_of(boot: bool, narrow: bool) -> Any:
             for i in range(n - 1, -1, -1):
                 t = builder.add(t0_, ir.Constant(ir.IntType(64), i))
                 goes_on, ok = S.mask(0, t), S.mask(1, t)
-                # gamma * select(goes_on, c, boot) as a select of products (the
-                # same bits): a zero-masked multiply, so the carry's chain is
-                # a multiply and an add per step, not a select more
-                boot_term = builder.fmul(gam, boots[i]) if boot else zero
-                x = builder.fadd(r[i], builder.select(goes_on, builder.fmul(gam, c), boot_term))
+                x = _fma(builder, gam, builder.select(goes_on, c, boots[i]), r[i])
                 out[i] = c = builder.select(ok, x, zero)
             builder.store(c, cp, align=1)
             B.store(k_, t0_, out)
@@ -340,14 +346,16 @@ def _vtrace_tile(
         zero = ir.Constant(V.vty, None)
         x = builder.load(cp, align=1)
         for i in range(n - 1, -1, -1):
-            dc = builder.select(
-                builder.fcmp_unordered("!=", cws[i], zero), builder.fmul(cws[i], x), zero
+            diff = builder.select(
+                builder.fcmp_unordered("!=", cws[i], zero),
+                _fma(builder, cws[i], x, s[i]),
+                builder.fadd(s[i], zero),
             )
-            pc = builder.select(
-                builder.fcmp_unordered("!=", pws[i], zero), builder.fmul(pws[i], x), zero
+            p[i] = builder.select(
+                builder.fcmp_unordered("!=", pws[i], zero),
+                _fma(builder, pws[i], x, p[i]),
+                builder.fadd(p[i], zero),
             )
-            diff = builder.fadd(s[i], dc)
-            p[i] = builder.fadd(p[i], pc)
             x = diff
             s[i] = builder.fadd(v[i], diff)
         builder.store(x, cp, align=1)

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from fastppo._jit import inline, kernel, subroutine
-from fastppo.kernels.fastmath import expf32_fma
+from fastppo.kernels.fastmath import expf32_fma, fma
 from fastppo.kernels.gae import (
     GROUP,
     block_rows,
@@ -63,7 +63,8 @@ def _clip(rho, bar):  # pragma: no cover - compiled
 # differently, so an element's rounding would depend on its position in a
 # block and on buffer addresses, and serial and parallel results would differ
 # by an ulp (tests/test_advantages.py::test_serial_parallel_bit_identical
-# caught it). Plain IEEE float32 operations round the same on every path.
+# caught it). Plain IEEE operations and explicit fused multiply-adds
+# (fastmath.fma, fastmath.expf32_fma) round the same on every path.
 @kernel("void(F_1, F_1, b1, F_1w)", linked=True)
 def _vt_rho_row(target_logp, behavior_logp, f32, rho):  # pragma: no cover - compiled
     """``rho = exp(target_logp - behavior_logp)`` over one row.
@@ -88,7 +89,7 @@ def _vt_td_row(nvr, r, v, te, tr, fv, has_final, gamma, d_row):  # pragma: no co
         nv = nvr[n]
         f = fv[n] if has_final else nv
         boot = zero if te[n] != 0 else (f if tr[n] != 0 else nv)
-        d_row[n] = r[n] + gamma * boot - v[n]
+        d_row[n] = fma(gamma, boot, r[n]) - v[n]
 
 
 @kernel("void(F_1, u1_1, b1, F, F, F_1w, F_1w)", linked=True)
@@ -128,17 +129,9 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
     """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
     zero = v.dtype.type(0)
     for n in range(v.shape[0]):
-        x = carry[n]
-        c = cw[n]
-        p = pw[n]
-        # A zero weight (cut trace, invalid row) adds exactly 0, even when the
-        # carry overflowed to inf (an unclipped rho of +inf).
-        dc = c * x if c != 0 else zero
-        pc = p * x if p != 0 else zero
-        diff = vs_row[n] + dc
-        pg_row[n] += pc
+        x, c, p = carry[n], cw[n], pw[n]
+        diff, vs_row[n], pg_row[n] = _vt_back(x, c, p, vs_row[n], pg_row[n], v[n], zero)
         carry[n] = diff
-        vs_row[n] = v[n] + diff
 
 
 @subroutine
@@ -304,11 +297,13 @@ def vtrace_kernel(  # pragma: no cover - compiled
 
 @inline
 def _vt_back(x, c, p, vs_t, pg_t, v_t, zero):  # pragma: no cover - compiled
-    """One step of :func:`_vt_back_row` for one env: ``(diff, vs, pg)``."""
-    dc = c * x if c != 0 else zero
-    pc = p * x if p != 0 else zero
-    diff = vs_t + dc
-    return diff, v_t + diff, pg_t + pc
+    """One step of :func:`_vt_back_row` for one env: ``(diff, vs, pg)``, the
+    products fused into their sums (:func:`~fastppo.kernels.fastmath.fma`, as
+    the tiles do). A zero weight (cut trace, invalid row) adds exactly 0, even
+    when the carry overflowed to inf (an unclipped rho of +inf)."""
+    diff = fma(c, x, vs_t) if c != 0 else vs_t + zero
+    pg = fma(p, x, pg_t) if p != 0 else pg_t + zero
+    return diff, v_t + diff, pg
 
 
 @inline
