@@ -406,7 +406,9 @@ def gae(
     Results are computed in the inputs' dtype: in float32, a result whose true
     value exceeds float32's range (about 3.4e38) saturates to +-inf, as
     IEEE arithmetic does, without an error (the inputs are finite; only their
-    sums overflow). Pass float64 arrays for such data.
+    sums overflow). Pass float64 arrays for such data. Each ``r + gamma * nv``
+    and ``delta + g * A`` is a fused multiply-add (one rounding), in every
+    layout and thread count, so those give the same bits.
 
     References
     ----------
@@ -514,7 +516,8 @@ def vtrace(
     Results are computed in the inputs' dtype: in float32, a result whose true
     value exceeds float32's range (about 3.4e38) saturates to +-inf, as
     IEEE arithmetic does, without an error (the inputs are finite; only their
-    sums overflow). Pass float64 arrays for such data.
+    sums overflow). Pass float64 arrays for such data. Multiply-adds are
+    fused as in :func:`gae`; ``rho`` in float32 is ``exp`` within 1.2e-7.
     Batch-major rollouts (every 2-D input Fortran-ordered, i.e. ``[N, T]``
     arrays passed as ``x.T``) are read in place as in :func:`gae`.
 
@@ -604,7 +607,8 @@ def discounted_returns(
     Results are computed in the inputs' dtype: in float32, a result whose true
     value exceeds float32's range (about 3.4e38) saturates to +-inf, as
     IEEE arithmetic does, without an error (the inputs are finite; only their
-    sums overflow). Pass float64 arrays for such data.
+    sums overflow). Pass float64 arrays for such data. Each ``r + gamma *
+    next`` is a fused multiply-add, as in :func:`gae`.
     """
     arrays = (rewards, last_values, terminated, truncated, final_values, valid)
     ret_fast = _fast.discounted_returns(*arrays, gamma, out)
