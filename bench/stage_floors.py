@@ -17,7 +17,7 @@ Stages (all float32, ``out=`` buffers, validation on):
 * ``gae`` and ``vtrace`` whole, and ``gae`` and the copy over the same
   elements as 32 calls on an L2-resident [64x256] block (a sweep that costs
   the same there is bound by its instructions, not by memory); V-trace's
-  ``rho = expf32(...)`` over all
+  ``rho = expf32_fma(...)`` over all
   ``T * N`` elements, on an L1-resident block (compute only);
 * ``sample_gaussian``: plain, deterministic (no normals drawn: the mean and
   log-density work alone), squashed, and torch's ``Normal`` sample + log-prob
@@ -54,7 +54,10 @@ BLOCK = 4096  # elements of the L1-resident block the exp stage runs on
 SQ_BLOCK = 1024  # float32 actions of the squash stage's L1-resident block
 
 
-@numba.njit(cache=True)
+# not cached: Numba keys a cache by this file alone, and this stage's cost
+# lives in kernels.vtrace and kernels.fastmath (a cached copy kept timing the
+# unfused exp after V-trace moved to expf32_fma)
+@numba.njit
 def _exp_stage(t: np.ndarray, b: np.ndarray, rho: np.ndarray, reps: int) -> None:
     """``reps`` calls of V-trace's rho row on the same L1-sized block."""
     for _ in range(reps):
@@ -68,8 +71,8 @@ def _normals_stage(n: int, a_dim: int, w: np.ndarray, z: np.ndarray) -> None:
         chunk_normals((1, 0, 2, 0, 0), i0, min(CHUNK, n - i0), (a_dim + 1) // 2, w, z)
 
 
-# not cached: Numba keys a cache by this file alone, and this stage's cost
-# lives in kernels.squash and kernels.rng
+# not cached, as _exp_stage: this stage's cost lives in kernels.squash and
+# kernels.rng
 @numba.njit(error_model="numpy")
 def _squash_stage(a: np.ndarray, u: np.ndarray, ld: np.ndarray, reps: int) -> None:
     """``reps`` passes of ``tanh32`` then ``unsquash`` over an L1-sized block."""
@@ -148,7 +151,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
         ),
         "validation, vtrace (4 arrays read)": lambda: sweep.check_rows(ro, True, True, 0, 0, T),
         "vtrace out=": lambda: fastppo.vtrace(blp, tlp, r, v, lv, te, out=(o1, o2)),
-        "vtrace stage: rho = expf32, T*N elements in L1": lambda: _exp_stage(tb, bb, rho, reps),
+        "vtrace stage: rho = expf32_fma, T*N elements in L1": lambda: _exp_stage(tb, bb, rho, reps),
         "sample_gaussian [4096x6]": sample(),
         "sample_gaussian deterministic (no normals drawn)": sample(deterministic=True),
         "sample_gaussian squash=True": sample(squash=True),
