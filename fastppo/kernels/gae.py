@@ -260,9 +260,8 @@ def gae_kernel(ro, options, gamma_, gamma_lambda_, block, adv, ret):  # pragma: 
 
     Pass 1 (forwards over a chunk) writes ``adv = delta``; pass 2 (backwards)
     adds ``gamma*lambda*A_{t+1}`` where the trace continues and writes ``ret =
-    A + V``. With ``BATCH_MAJOR`` in ``options`` the
-    arrays are ``[N, T]`` and :func:`gae_rows` sweeps each block. Returns a
-    status code.
+    A + V``. With ``BATCH_MAJOR`` in ``options`` the arrays are ``[N, T]`` and
+    :func:`gae_rows` sweeps each block. Returns a status code.
     """
     rewards = ro[0]
     bm = (options & BATCH_MAJOR) != 0

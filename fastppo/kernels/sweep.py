@@ -165,10 +165,14 @@ def _row_bad_final(te, tr, fv):  # pragma: no cover - compiled
 
 # Bytes a flat run's stores are aligned to: a cache line, one 512-bit vector.
 # numpy places an array's data 16 bytes into a line (48 for small arrays), so
-# without a peel every vector load and store of a run spans two lines: GAE
+# without a split every vector load and store of a run spans two lines: GAE
 # [2048x256] float32 with all arrays 16 bytes in, 322 against 287 us with all
-# aligned; discounted returns 116 against 95 (znver4). fastppo's own outputs
-# and scratch are aligned (``fastppo._cy._fast``), as are torch's tensors.
+# aligned (znver4); GAE's flat runs split there (``kernels.gae._gae_runs``).
+# fastppo's scratch is aligned (``fastppo._cy._fast``), as are torch's tensors.
+# (Discounted returns, 116 against 95 us the same way, run one backward pass
+# over rows: as runs shifted onto lines they took 136 us, and 95 with
+# software prefetches, no gain. V-trace's runs split on ``vs``'s lines, its
+# scratch placed alike, measured within the noise.)
 LINE = 64
 
 
