@@ -143,6 +143,24 @@ def gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no
         t_hi = t_lo
 
 
+@inline
+def _flat_last_row(ro, options, gamma, adv, ret):  # pragma: no cover - compiled
+    """The time-major arrays as flat runs (``r, v, fv, te, tr, ok, adv, ret``),
+    after sweeping the last row: it bootstraps from ``last_values``, and its
+    ``A`` is its delta."""
+    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    T, N = rewards.shape
+    r, v, fv, te, tr, ok = (
+        flat(rewards), flat(values), flat(final_values), flat(terminated), flat(truncated),
+        flat(valid),
+    )  # fmt: skip
+    a, rt = flat(adv), flat(ret)
+    k = (T - 1) * N
+    _delta_run(r[k:], v[k:], last_values, fv[k:], te[k:], tr[k:], ok[k:], options, gamma, a[k:])
+    _gae_out(a[k:], v[k:], N, rt[k:])
+    return r, v, fv, te, tr, ok, a, rt
+
+
 @subroutine
 def _gae_runs(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover - compiled
     """GAE over whole rows of a time-major rollout: :func:`gae_block`'s passes
@@ -156,17 +174,8 @@ def _gae_runs(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover -
     stores and from one loop set-up per chunk, not per row; ``fastppo.gae``
     ``out=`` 285 -> 248 us (alternating processes).
     """
-    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
-    T, N = rewards.shape
-    r, v, fv, te, tr, ok = (
-        flat(rewards), flat(values), flat(final_values), flat(terminated), flat(truncated),
-        flat(valid),
-    )  # fmt: skip
-    a, rt = flat(adv), flat(ret)
-    # the last row bootstraps from last_values, and its A is its delta
-    k = (T - 1) * N
-    _delta_run(r[k:], v[k:], last_values, fv[k:], te[k:], tr[k:], ok[k:], options, gamma, a[k:])
-    _gae_out(a[k:], v[k:], N, rt[k:])
+    T, N = ro[0].shape
+    r, v, fv, te, tr, ok, a, rt = _flat_last_row(ro, options, gamma, adv, ret)
     t_hi = T
     while t_hi > 0:
         t_lo = max(0, t_hi - CHUNK)
@@ -202,24 +211,12 @@ def _gae_flat(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover -
     register); forwards ``ret = A + V``. The row sweep's operations, so the
     same bits.
     """
-    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
+    rewards = ro[0]
     T, N = rewards.shape
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    r, v, fv, te, tr, ok = (
-        flat(rewards), flat(values), flat(final_values), flat(terminated), flat(truncated),
-        flat(valid),
-    )  # fmt: skip
-    a, rt = flat(adv), flat(ret)
-    k = (T - 1) * N
-    for n in range(N):
-        d = _delta(
-            r[k + n], last_values[n], v[k + n], te[k + n], tr[k + n], fv[k + n], ok[k + n],
-            gamma, has_final, has_valid, zero,
-        )  # fmt: skip
-        a[k + n] = d
-        rt[k + n] = d + v[k + n]
+    r, v, fv, te, tr, ok, a, rt = _flat_last_row(ro, options, gamma, adv, ret)
     rows = max(1, FLAT_CHUNK // N)
     g = np.empty(rows * N, rewards.dtype)
     t_hi = T - 1
