@@ -104,98 +104,87 @@ def _trace_run(te, tr, ok, options, gamma_lambda, c, v, a, ret):  # pragma: no c
 
 @kernel(f"void({ROLLOUT}, i8, F, F, i8, i8, F_2w, F_2w)")
 def gae_block(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
-    """GAE over the envs ``n0:n1`` of a time-major rollout.
-
-    Whole rows are swept as flat runs (:func:`_gae_runs`; few envs:
-    :func:`_gae_flat`). Part of the rows (a threaded call's block) row by row:
-    every row is sliced to ``n0:n1`` and indexed from 0, a contiguous 1-D view
-    with a provably non-negative index, so the inner loops vectorise.
-    """
-    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
-    if few_envs(rewards, n0, n1, FEW_ENVS_BYTES):
+    """GAE over the envs ``n0:n1`` of a time-major rollout: :func:`_gae_runs`,
+    or, for a rollout of few envs, :func:`_gae_flat`."""
+    if few_envs(ro[0], n0, n1, FEW_ENVS_BYTES):
         _gae_flat(ro, options, gamma, gamma_lambda, adv, ret)
-        return
-    if n0 == 0 and n1 == rewards.shape[1]:
-        _gae_runs(ro, options, gamma, gamma_lambda, adv, ret)
-        return
-    T = rewards.shape[0]
-    t_hi = T
-    while t_hi > 0:
-        t_lo = max(0, t_hi - CHUNK)
-        # pass 1, forwards: adv = delta (0 on invalid rows)
-        for t in range(t_lo, t_hi):
-            _delta_run(
-                rewards[t, n0:n1], values[t, n0:n1],
-                last_values[n0:n1] if t == T - 1 else values[t + 1, n0:n1],
-                final_values[t, n0:n1], terminated[t, n0:n1], truncated[t, n0:n1],
-                valid[t, n0:n1], options, gamma, adv[t, n0:n1],
-            )  # fmt: skip
-        if t_hi == T:  # the last row's A is its delta
-            _gae_out(adv[T - 1, n0:n1], values[T - 1, n0:n1], n1 - n0, ret[T - 1, n0:n1])
-        # pass 2, backwards: add gamma * lambda * A_{t+1} where the trace goes
-        # on, and ret = A + V
-        for t in range(min(t_hi, T - 1) - 1, t_lo - 1, -1):
-            _trace_run(
-                terminated[t, n0:n1], truncated[t, n0:n1], valid[t, n0:n1], options,
-                gamma_lambda, adv[t + 1, n0:n1], values[t, n0:n1], adv[t, n0:n1],
-                ret[t, n0:n1],
-            )  # fmt: skip
-        t_hi = t_lo
+    else:
+        _gae_runs(ro, options, gamma, gamma_lambda, n0, n1, adv, ret)
 
 
 @inline
-def _flat_last_row(ro, options, gamma, adv, ret):  # pragma: no cover - compiled
-    """The time-major arrays as flat runs (``r, v, fv, te, tr, ok, adv, ret``),
-    after sweeping the last row: it bootstraps from ``last_values``, and its
-    ``A`` is its delta."""
-    rewards, values, last_values, final_values, terminated, truncated, valid, _, _ = ro
-    T, N = rewards.shape
-    r, v, fv, te, tr, ok = (
+def _flat_views(ro, adv, ret):  # pragma: no cover - compiled
+    """The time-major arrays as flat runs: ``r, v, fv, te, tr, ok, adv, ret``."""
+    rewards, values, _, final_values, terminated, truncated, valid, _, _ = ro
+    return (
         flat(rewards), flat(values), flat(final_values), flat(terminated), flat(truncated),
-        flat(valid),
+        flat(valid), flat(adv), flat(ret),
     )  # fmt: skip
-    a, rt = flat(adv), flat(ret)
-    k = (T - 1) * N
-    _delta_run(r[k:], v[k:], last_values, fv[k:], te[k:], tr[k:], ok[k:], options, gamma, a[k:])
-    _gae_out(a[k:], v[k:], N, rt[k:])
-    return r, v, fv, te, tr, ok, a, rt
 
 
 @subroutine
-def _gae_runs(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover - compiled
-    """GAE over whole rows of a time-major rollout: :func:`gae_block`'s passes
-    over each chunk's rows as flat runs of elements, ``k``'s successor at ``k +
-    N``, split where their stores start a line (:func:`~fastppo.kernels.sweep.head`).
+def _gae_runs(ro, options, gamma, gamma_lambda, n0, n1, adv, ret):  # pragma: no cover - compiled
+    """GAE over the envs ``n0:n1`` of a time-major rollout, chunk by chunk, on runs
+    of the flat arrays (element ``k``'s successor at ``k + N``).
 
-    Pass 2's runs are the chunk's rows shifted to start on a line of ``adv``:
-    each element still comes after its successor, one run later, and no run
-    holds both. Against rows as runs ([2048x256] float32, numpy's arrays 16
-    bytes into a line, znver4): the passes 230 -> 190-200 us, from the aligned
-    stores and from one loop set-up per chunk, not per row; ``fastppo.gae``
-    ``out=`` 285 -> 248 us (alternating processes).
+    Pass 1, ``adv = delta``: whole rows (the serial call) as two runs per
+    chunk, split where a line of ``adv`` starts
+    (:func:`~fastppo.kernels.sweep.head`); part of the rows (a threaded
+    call's block) one run per row, ``n0:n1``; the rollout's last row
+    bootstraps from ``last_values``. Pass 2, backwards: runs of ``n1 - n0``
+    elements ``N`` apart, for whole rows shifted to start on a line of
+    ``adv`` (clipped to the chunk): each element still comes after its
+    successor, one run later, and no run holds both. Each pass is one call
+    site, so its loop is inlined once.
+
+    Against rows as runs ([2048x256] float32, numpy's arrays 16 bytes into a
+    line, znver4): the passes 230 -> 190-200 us, from the aligned stores and
+    from one loop set-up per chunk, not per row; ``fastppo.gae`` ``out=`` 285
+    -> 248 us (alternating processes).
     """
     T, N = ro[0].shape
-    r, v, fv, te, tr, ok, a, rt = _flat_last_row(ro, options, gamma, adv, ret)
+    last_values = ro[2][n0:n1]
+    r, v, fv, te, tr, ok, a, rt = _flat_views(ro, adv, ret)
+    W = n1 - n0
+    whole = W == N
+    last = (T - 1) * N  # the last row's first element
     t_hi = T
     while t_hi > 0:
         t_lo = max(0, t_hi - CHUNK)
-        # pass 1 over the chunk's rows (but the last row): adv = delta
-        k0, k1 = t_lo * N, min(t_hi, T - 1) * N
-        h = k0 + head(a[k0:k1])
-        for s0, s1 in ((k0, h), (h, k1)):
+        e = min(t_hi, T - 1)  # rows t_lo .. e - 1 take the next row's values
+        k0, k1 = t_lo * N, e * N
+        h = k0 + head(a[k0:k1]) if whole else k0
+        runs = 2 if whole else e - t_lo
+        for p in range(runs + (1 if t_hi == T else 0)):
+            if p == runs:  # the last row
+                s0, s1 = last + n0, last + n1
+            elif whole:
+                s0, s1 = (k0, h) if p == 0 else (h, k1)
+            else:
+                s0 = (t_lo + p) * N + n0
+                s1 = s0 + W
+            nv = last_values if p == runs else v[s0 + N : s1 + N]
             _delta_run(
-                r[s0:s1], v[s0:s1], v[s0 + N : s1 + N], fv[s0:s1], te[s0:s1], tr[s0:s1],
-                ok[s0:s1], options, gamma, a[s0:s1],
+                r[s0:s1], v[s0:s1], nv, fv[s0:s1], te[s0:s1], tr[s0:s1], ok[s0:s1], options,
+                gamma, a[s0:s1],
             )  # fmt: skip
-        # pass 2, backwards over runs of at most N elements, the first on a line
-        s1 = k1
-        while s1 > k0:
-            s0 = max(k0, h + (s1 - 1 - h) // N * N) if s1 > h else k0
-            _trace_run(
-                te[s0:s1], tr[s0:s1], ok[s0:s1], options, gamma_lambda, a[s0 + N : s1 + N],
-                v[s0:s1], a[s0:s1], rt[s0:s1],
-            )  # fmt: skip
-            s1 = s0
+        if t_hi == T:  # the last row's A is its delta
+            _gae_out(
+                a[last + n0 : last + n1], v[last + n0 : last + n1], W, rt[last + n0 : last + n1]
+            )
+        # pass 2: runs [b + j N, b + j N + W) clipped to the chunk's rows
+        # t_lo .. e - 1, from the last; b = h for whole rows (the first run,
+        # j = -1, is then the elements before h), else the first row's n0
+        lo, hi = k0 + n0, k1 - N + n1
+        b = h if whole else lo
+        for i in range((hi - 1 - b) // N + 2 if hi > lo else 0):
+            j = (hi - 1 - b) // N - i
+            s0, s1 = max(lo, b + j * N), min(hi, b + j * N + W)
+            if s1 > s0:
+                _trace_run(
+                    te[s0:s1], tr[s0:s1], ok[s0:s1], options, gamma_lambda,
+                    a[s0 + N : s1 + N], v[s0:s1], a[s0:s1], rt[s0:s1],
+                )  # fmt: skip
         t_hi = t_lo
 
 
@@ -216,7 +205,16 @@ def _gae_flat(ro, options, gamma, gamma_lambda, adv, ret):  # pragma: no cover -
     zero = rewards.dtype.type(0)
     has_final = (options & HAS_FINAL) != 0
     has_valid = (options & HAS_VALID) != 0
-    r, v, fv, te, tr, ok, a, rt = _flat_last_row(ro, options, gamma, adv, ret)
+    last_values = ro[2]
+    r, v, fv, te, tr, ok, a, rt = _flat_views(ro, adv, ret)
+    k = (T - 1) * N
+    for n in range(N):
+        d = _delta(
+            r[k + n], last_values[n], v[k + n], te[k + n], tr[k + n], fv[k + n], ok[k + n],
+            gamma, has_final, has_valid, zero,
+        )  # fmt: skip
+        a[k + n] = d
+        rt[k + n] = d + v[k + n]
     rows = max(1, FLAT_CHUNK // N)
     g = np.empty(rows * N, rewards.dtype)
     t_hi = T - 1
