@@ -295,7 +295,11 @@ def _returns_tile_of(boot: bool, narrow: bool) -> Any:
                 goes_on, ok = S.mask(0, t), S.mask(1, t)
                 # one fused multiply-add a step on the carry's chain (a blend
                 # feeds it): 5 cycles, where a zero-masked multiply and an add
-                # took 6; a select of two multiply-adds measured slower
+                # took 6. A select of two multiply-adds measured slower, also
+                # with the valid select folded into it (a 5-cycle chain, but
+                # two multiply-adds an element: 175 -> 183 us, [2048x256]
+                # over six placements), so the tile is bound by its
+                # instructions as much as by the chain
                 x = _fma(builder, gam, builder.select(goes_on, c, boots[i]), r[i])
                 out[i] = c = builder.select(ok, x, zero)
             builder.store(c, cp, align=1)
