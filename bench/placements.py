@@ -46,14 +46,20 @@ def _call(
 
 
 def placements(
-    sweep: str, T: int, N: int, count: int, seed: int = 1, time_major: bool = False
+    sweep: str,
+    T: int,
+    N: int,
+    count: int,
+    seed: int = 1,
+    time_major: bool = False,
+    dtype: Any = np.float32,
 ) -> list[float]:
-    """``count`` timings of the float32 batch-major ``sweep`` ("gae", "vtrace"
-    or "returns") on ``[N, T]`` rows (or time-major ``[T, N]`` ones), each
-    with the arrays placed anew."""
+    """``count`` timings of the batch-major ``sweep`` ("gae", "vtrace" or
+    "returns") on ``[N, T]`` rows (or time-major ``[T, N]`` ones) of ``dtype``,
+    each with the arrays placed anew."""
     rng = np.random.default_rng(0)
     prng = np.random.default_rng(seed)
-    slot = 4 * T * N + 2 * 4096  # one float32 array and room to shift it
+    slot = np.dtype(dtype).itemsize * T * N + 2 * 4096  # one array and room to shift it
     pool = np.empty(64 * 4096 + 7 * slot + 4096, np.uint8)
 
     def carve(off: int, dt: Any) -> np.ndarray:
@@ -65,13 +71,13 @@ def placements(
     for _ in range(count):
         base = int(prng.integers(0, 64)) * 4096 + (-pool.ctypes.data) % 4096
         offs = [base + i * slot + int(prng.integers(0, 64)) * 64 + 16 for i in range(6)]
-        r, v, lp, a1, a2 = (carve(o, np.float32) for o in offs[:5])
+        r, v, lp, a1, a2 = (carve(o, dtype) for o in offs[:5])
         te = carve(offs[5], np.uint8)
         r[:] = rng.standard_normal((T, N))
         v[:] = rng.standard_normal((T, N))
         lp[:] = 0.3 * rng.standard_normal((T, N))
         te[:] = rng.random((T, N)) < 0.01
-        lv = rng.standard_normal(N).astype(np.float32)
+        lv = rng.standard_normal(N).astype(dtype)
         out.append(_time(_call(sweep, r, v, lp, lv, te, a1, a2)))
     return out
 
@@ -83,11 +89,14 @@ def main() -> None:
     p.add_argument("--N", type=int, default=256)
     p.add_argument("--count", type=int, default=8, help="placements")
     p.add_argument("--time-major", action="store_true", help="[T, N] C-contiguous arrays")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     a = p.parse_args()
-    ts = np.array(placements(a.sweep, a.T, a.N, a.count, time_major=a.time_major))
+    ts = np.array(
+        placements(a.sweep, a.T, a.N, a.count, time_major=a.time_major, dtype=np.dtype(a.dtype))
+    )
     layout = "time-major" if a.time_major else "batch-major"
     print(
-        f"{a.sweep} {layout} [{a.T}x{a.N}] float32 over {a.count} placements: "
+        f"{a.sweep} {layout} [{a.T}x{a.N}] {a.dtype} over {a.count} placements: "
         f"median {np.median(ts):.0f} us, best {ts.min():.0f}, worst {ts.max():.0f}"
     )
 
