@@ -27,7 +27,8 @@ for bit.
 
 ``fma32(a, b, c)`` is an explicit float32 fused multiply-add (see its
 docstring), for results that no numpy twin reproduces: the squash's logs and
-``expf32_fma``, V-trace's ratios.
+``expf32_fma``, V-trace's ratios. ``fma(a, b, c)`` is the same for a kernel's
+float type, float32 or float64: the advantage sweeps' multiply-adds.
 
 ``expf32_nonpos`` is the same function for ``x <= 0`` (the samplers'
 ``l - max``), compiled without the upper-range clamp and select.
