@@ -73,12 +73,20 @@ _I127 = np.int32(127)
 _I23 = np.int32(23)
 
 
+def fma_ir(builder: Any, a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` as LLVM's ``llvm.fma`` on the IR values' type: a float, a
+    double, or a vector of either (the register tiles'), one rounding per lane.
+    The one place the sweeps' and the squash's fused multiply-adds are emitted."""
+    t = a.type
+    lanes = isinstance(t, ir.VectorType)
+    bits = 32 if isinstance(t.element if lanes else t, ir.FloatType) else 64
+    name = f"llvm.fma.v{t.count}f{bits}" if lanes else f"llvm.fma.f{bits}"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t] * 3), name)
+    return builder.call(fn, [a, b, c])
+
+
 def _fma_codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-    """``llvm.fma`` of the signature's float type: one rounding."""
-    f = context.get_value_type(signature.return_type)
-    fnty = ir.FunctionType(f, [f, f, f])
-    name = "llvm.fma.f32" if signature.return_type == types.float32 else "llvm.fma.f64"
-    return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+    return fma_ir(builder, *args)
 
 
 def _fma32(typingctx, a, b, c):  # pragma: no cover - compiled

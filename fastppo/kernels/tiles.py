@@ -43,6 +43,8 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 from numba.np.arrayobj import populate_array
 
+from fastppo.kernels.fastmath import fma_ir
+
 _FLOATS = (types.float32, types.float64)
 
 #: Envs (and steps) of a narrow tile: 8 rows fill one 8-way L1 set at most, so
@@ -195,7 +197,7 @@ def _gae_tile_of(narrow: bool) -> Any:
             a, gs = A.load(k_, t0_), G.load(kw_, tw_)
             c = builder.load(cp, align=1)
             for i in range(n - 1, -1, -1):
-                x = _fma(builder, gs[i], c, a[i])
+                x = fma_ir(builder, gs[i], c, a[i])
                 a[i] = c = builder.select(last_, a[i], x) if i == n - 1 else x
             builder.store(c, cp, align=1)
             A.store(k_, t0_, a)
@@ -205,16 +207,6 @@ def _gae_tile_of(narrow: bool) -> Any:
         return types.void(adv, g, i8, i8, i8, i8, carry, types.boolean), codegen
 
     return _gae_tile
-
-
-def _fma(builder: Any, a: Any, b: Any, c: Any) -> Any:
-    """``a * b + c`` rounded once per lane (``llvm.fma`` on the vectors' type),
-    as :func:`fastppo.kernels.fastmath.fma` rounds the sweeps' other paths."""
-    vty = a.type
-    bits = 32 if isinstance(vty.element, ir.FloatType) else 64
-    name = f"llvm.fma.v{vty.count}f{bits}"
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty] * 3), name)
-    return builder.call(fn, [a, b, c])
 
 
 def _splat(builder: Any, x: Any, vty: Any) -> Any:
@@ -300,7 +292,7 @@ def _returns_tile_of(boot: bool, narrow: bool) -> Any:
                 # two multiply-adds an element: 175 -> 183 us, [2048x256]
                 # over six placements), so the tile is bound by its
                 # instructions as much as by the chain
-                x = _fma(builder, gam, builder.select(goes_on, c, boots[i]), r[i])
+                x = fma_ir(builder, gam, builder.select(goes_on, c, boots[i]), r[i])
                 out[i] = c = builder.select(ok, x, zero)
             builder.store(c, cp, align=1)
             B.store(k_, t0_, out)
@@ -355,12 +347,12 @@ def _vtrace_tile(
         for i in range(n - 1, -1, -1):
             diff = builder.select(
                 builder.fcmp_unordered("!=", cws[i], zero),
-                _fma(builder, cws[i], x, s[i]),
+                fma_ir(builder, cws[i], x, s[i]),
                 builder.fadd(s[i], zero),
             )
             p[i] = builder.select(
                 builder.fcmp_unordered("!=", pws[i], zero),
-                _fma(builder, pws[i], x, p[i]),
+                fma_ir(builder, pws[i], x, p[i]),
                 builder.fadd(p[i], zero),
             )
             x = diff

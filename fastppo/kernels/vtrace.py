@@ -129,8 +129,9 @@ def _vt_back_row(cw, pw, v, carry, vs_row, pg_row):  # pragma: no cover - compil
     """``diff = vs + cw * carry``, ``pg += pw * carry``, ``vs = V + diff``, ``carry = diff``."""
     zero = v.dtype.type(0)
     for n in range(v.shape[0]):
-        x, c, p = carry[n], cw[n], pw[n]
-        diff, vs_row[n], pg_row[n] = _vt_back(x, c, p, vs_row[n], pg_row[n], v[n], zero)
+        diff, vs_row[n], pg_row[n] = _vt_back(
+            carry[n], cw[n], pw[n], vs_row[n], pg_row[n], v[n], zero
+        )
         carry[n] = diff
 
 
